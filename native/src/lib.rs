@@ -1,0 +1,12 @@
+//! The hot path of pyqueue, in plain Rust.
+//!
+//! Every type here is usable (and tested) without Python. The PyO3 edge in `python.rs` is a thin
+//! wrapper compiled only with the `python` feature, which maturin enables.
+
+pub mod coalescer;
+pub mod ready;
+pub mod timers;
+pub mod token;
+
+#[cfg(feature = "python")]
+mod python;

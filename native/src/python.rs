@@ -1,0 +1,215 @@
+//! The PyO3 edge: thin wrappers that turn Python calls into calls on the plain-Rust core.
+//!
+//! Calls are coarse (a claim returns a batch of ids, a rebuild inserts a batch of keys), and the
+//! one call that can block, `Coalescer.take_batch`, releases the GIL while it waits. Errors map to
+//! Python exceptions in one place: `closed_error`.
+
+use crate::coalescer::Coalescer as CoreCoalescer;
+use crate::ready::{claim, Lane, ReadyIndex as CoreReadyIndex};
+use crate::timers::TimerSet as CoreTimerSet;
+use crate::token::ClaimToken as CoreClaimToken;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+create_exception!(_native, CoalescerClosed, PyException, "The coalescer was closed: no more requests are taken.");
+
+fn closed_error() -> PyErr {
+    CoalescerClosed::new_err("the writer is shutting down and takes no more requests")
+}
+
+/// Per-queue skip lists of ready jobs ordered by (priority, id).
+#[pyclass(module = "pyqueue._native", frozen)]
+struct ReadyIndex {
+    inner: CoreReadyIndex,
+}
+
+#[pymethods]
+impl ReadyIndex {
+    #[new]
+    fn new() -> Self {
+        Self { inner: CoreReadyIndex::new() }
+    }
+
+    fn insert(&self, queue: &str, priority: u16, job_id: u64) {
+        self.inner.insert(queue, (priority, job_id));
+    }
+
+    /// Insert many (priority, id) keys into one queue: the start-up rebuild path.
+    fn insert_many(&self, queue: &str, keys: Vec<(u16, u64)>) {
+        let lane = self.inner.lane(queue);
+        for key in keys {
+            lane.insert(key);
+        }
+    }
+
+    fn remove(&self, queue: &str, priority: u16, job_id: u64) -> bool {
+        self.inner.remove(queue, &(priority, job_id))
+    }
+
+    fn count(&self, queue: &str) -> usize {
+        self.inner.len(queue)
+    }
+
+    fn total(&self) -> usize {
+        self.inner.total()
+    }
+
+    fn queues(&self) -> Vec<String> {
+        self.inner.queues()
+    }
+
+    fn set_paused(&self, queue: &str, paused: bool) {
+        self.inner.lane(queue).set_paused(paused);
+    }
+
+    fn is_paused(&self, queue: &str) -> bool {
+        self.inner.lane(queue).is_paused()
+    }
+
+    fn clear(&self) {
+        self.inner.clear();
+    }
+
+    /// A claim handle over a fixed list of queues, resolved once per stream.
+    fn select(&self, queues: Vec<String>) -> Selection {
+        let lanes = queues.iter().map(|q| self.inner.lane(q)).collect();
+        Selection { lanes }
+    }
+}
+
+/// The queues one Take stream serves.
+#[pyclass(module = "pyqueue._native", frozen)]
+struct Selection {
+    lanes: Vec<Arc<Lane>>,
+}
+
+#[pymethods]
+impl Selection {
+    /// Remove and return up to `max` job ids, most urgent first, across the selected queues.
+    fn claim(&self, max: usize) -> Vec<u64> {
+        claim(&self.lanes, max).into_iter().map(|(_, (_, id))| id).collect()
+    }
+
+    fn has_ready(&self) -> bool {
+        self.lanes.iter().any(|lane| !lane.is_paused() && !lane.is_empty())
+    }
+}
+
+/// (due time in ms, id) keys: the scheduled set and the lease deadlines.
+#[pyclass(module = "pyqueue._native", frozen)]
+struct TimerSet {
+    inner: CoreTimerSet,
+}
+
+#[pymethods]
+impl TimerSet {
+    #[new]
+    fn new() -> Self {
+        Self { inner: CoreTimerSet::new() }
+    }
+
+    fn insert(&self, due_ms: i64, job_id: u64) {
+        self.inner.insert((due_ms, job_id));
+    }
+
+    fn insert_many(&self, keys: Vec<(i64, u64)>) {
+        for key in keys {
+            self.inner.insert(key);
+        }
+    }
+
+    fn remove(&self, due_ms: i64, job_id: u64) -> bool {
+        self.inner.remove(&(due_ms, job_id))
+    }
+
+    fn next_due(&self) -> Option<i64> {
+        self.inner.next_due()
+    }
+
+    fn pop_due(&self, now_ms: i64, max: usize) -> Vec<(i64, u64)> {
+        self.inner.pop_due(now_ms, max)
+    }
+
+    fn clear(&self) {
+        self.inner.clear();
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+}
+
+/// One per "jobs available" event: only the stream that flips it goes to the store.
+#[pyclass(module = "pyqueue._native", frozen)]
+struct ClaimToken {
+    inner: CoreClaimToken,
+}
+
+#[pymethods]
+impl ClaimToken {
+    #[new]
+    fn new() -> Self {
+        Self { inner: CoreClaimToken::new() }
+    }
+
+    fn try_claim(&self) -> bool {
+        self.inner.try_claim()
+    }
+
+    #[getter]
+    fn claimed(&self) -> bool {
+        self.inner.is_claimed()
+    }
+}
+
+/// The single writer's inbox: push from anywhere, take everything waiting in one batch.
+#[pyclass(module = "pyqueue._native", frozen)]
+struct Coalescer {
+    inner: CoreCoalescer<Py<PyAny>>,
+}
+
+#[pymethods]
+impl Coalescer {
+    #[new]
+    fn new() -> Self {
+        Self { inner: CoreCoalescer::new() }
+    }
+
+    fn push(&self, item: Py<PyAny>) -> PyResult<()> {
+        self.inner.push(item).map_err(|_| closed_error())
+    }
+
+    /// Block (without the GIL) until something is waiting, then return up to `max` items.
+    #[pyo3(signature = (max, timeout=None))]
+    fn take_batch(&self, py: Python<'_>, max: usize, timeout: Option<f64>) -> Vec<Py<PyAny>> {
+        let timeout = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
+        py.detach(|| self.inner.take_batch(max, timeout))
+    }
+
+    fn close(&self) {
+        self.inner.close();
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ReadyIndex>()?;
+    m.add_class::<Selection>()?;
+    m.add_class::<TimerSet>()?;
+    m.add_class::<ClaimToken>()?;
+    m.add_class::<Coalescer>()?;
+    m.add("CoalescerClosed", m.py().get_type::<CoalescerClosed>())?;
+    Ok(())
+}

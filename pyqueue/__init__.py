@@ -1,0 +1,32 @@
+"""pyqueue: a durable job queue for Python teams.
+
+The public API is what `__all__` lists. `pyqueue._native` is the private Rust extension that the
+server uses; it is re-exported here only as `native` for tooling and benchmarks.
+"""
+
+from pyqueue import _native as native
+from pyqueue.client import Client, Job, TakeStream
+from pyqueue.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PyQueueError,
+    ResourceExhausted,
+    Unavailable,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "Job",
+    "NotFound",
+    "PyQueueError",
+    "ResourceExhausted",
+    "TakeStream",
+    "Unavailable",
+    "__version__",
+    "native",
+]

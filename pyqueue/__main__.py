@@ -1,0 +1,3 @@
+from pyqueue.cli import main
+
+main()

@@ -1,0 +1,23 @@
+"""Payload encoding: JSON by default, bytes pass through untouched."""
+
+import json
+from typing import Any
+
+JSON = "application/json"
+BYTES = "application/octet-stream"
+
+
+def encode(payload: Any) -> tuple[bytes, str]:
+    if payload is None:
+        return b"", ""
+    if isinstance(payload, bytes | bytearray | memoryview):
+        return bytes(payload), BYTES
+    return json.dumps(payload, separators=(",", ":")).encode(), JSON
+
+
+def decode(raw: bytes, content_type: str) -> Any:
+    if content_type == JSON:
+        return json.loads(raw)
+    if not raw and not content_type:
+        return None
+    return raw

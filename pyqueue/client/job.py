@@ -1,0 +1,79 @@
+"""`Job`: what the client shows of a job, and how a worker finishes one it took."""
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pyqueue.client import codec
+from pyqueue.v1 import queue_pb2 as pb
+
+if TYPE_CHECKING:
+    from pyqueue.client.take import TakeStream
+
+STATUS_NAMES = {
+    pb.JOB_STATUS_SCHEDULED: "scheduled",
+    pb.JOB_STATUS_READY: "ready",
+    pb.JOB_STATUS_IN_FLIGHT: "in_flight",
+    pb.JOB_STATUS_COMPLETED: "completed",
+    pb.JOB_STATUS_DEAD: "dead",
+}
+
+
+def _time(ms: int) -> datetime | None:
+    return datetime.fromtimestamp(ms / 1000, UTC) if ms else None
+
+
+@dataclass(slots=True)
+class Job:
+    """A job: id, type, queue, priority (0 runs first), payload, status and timestamps."""
+
+    id: int
+    type: str
+    queue: str
+    priority: int
+    payload: Any
+    content_type: str
+    status: str
+    attempts: int
+    created_at: datetime | None
+    updated_at: datetime | None
+    run_at: datetime | None
+    lease: int = 0
+    _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_pb(cls, message: pb.Job, stream: "TakeStream | None" = None) -> "Job":
+        return cls(
+            id=message.id, type=message.type, queue=message.queue, priority=message.priority,
+            payload=codec.decode(message.payload, message.content_type), content_type=message.content_type,
+            status=STATUS_NAMES.get(message.status, "unknown"), attempts=message.attempts,
+            created_at=_time(message.created_at_ms), updated_at=_time(message.updated_at_ms),
+            run_at=_time(message.run_at_ms), lease=message.lease, _stream=stream,
+        )
+
+    def _taken(self) -> "TakeStream":
+        if self._stream is None:
+            raise RuntimeError("only a job received from Client.take() can be acked or failed")
+        return self._stream
+
+    def ack(self, *, wait: bool = True) -> None:
+        """Mark the job completed. With wait (the default), return once the server has committed it."""
+        future = self._taken().ack(self.id)
+        if wait:
+            future.result()
+
+    def fail(self, message: str, *, kill: bool = False, error_type: str = "", backtrace: str = "",
+             wait: bool = True) -> str | None:
+        """Report a failed attempt; `kill` makes the job dead at once. Returns the job's new status."""
+        future = self._taken().fail(self.id, message, kill=kill, error_type=error_type, backtrace=backtrace)
+        return future.result() if wait else None
+
+    def to_dict(self) -> dict[str, Any]:
+        payload = self.payload if not isinstance(self.payload, bytes) else self.payload.hex()
+        return {
+            "id": self.id, "type": self.type, "queue": self.queue, "priority": self.priority, "payload": payload,
+            "content_type": self.content_type, "status": self.status, "attempts": self.attempts,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+            "run_at": self.run_at.isoformat() if self.run_at else None,
+        }

@@ -1,0 +1,185 @@
+"""The worker's end of a Take stream (synchronous API, one background reader thread).
+
+Acks and failures leave batched with no timer: the request generator sends the first one waiting
+together with every other one that queued meanwhile, in one message. The server's heartbeats prove
+it is alive: a stream that hears nothing for `stale_after_s` is treated as dead.
+"""
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import grpc
+
+from pyqueue.client.job import STATUS_NAMES, Job
+from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
+from pyqueue.v1 import queue_pb2 as pb
+from pyqueue.v1 import queue_pb2_grpc as pb_grpc
+
+_CLOSE = object()
+_END = object()
+
+
+class TakeStream:
+    """Iterate to receive jobs; `job.ack()` / `job.fail()` answer on the same stream."""
+
+    def __init__(self, stub: pb_grpc.QueueStub, queues: list[str], prefetch: int,
+                 stale_after_s: float = 30.0) -> None:
+        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._acks: dict[int, Future[None]] = {}
+        self._fails: dict[int, Future[str]] = {}
+        self._lock = threading.Lock()
+        self._error: PyQueueError | None = None
+        self._closed = False
+        self._stale_after_s = stale_after_s
+        self.last_heard = time.monotonic()
+        subscribe = pb.TakeRequest(subscribe=pb.Subscribe(queues=queues, prefetch=prefetch))
+        self._call = stub.Take(self._requests(subscribe))
+        self._reader = threading.Thread(target=self._read, name="pyqueue-take-reader", daemon=True)
+        self._reader.start()
+
+    # Outgoing.
+    def _requests(self, subscribe: pb.TakeRequest) -> Iterator[pb.TakeRequest]:
+        yield subscribe
+        while True:
+            item = self._outbox.get()
+            items = [item]
+            while True:
+                try:
+                    items.append(self._outbox.get_nowait())
+                except queue.Empty:
+                    break
+            acks = [i for i in items if isinstance(i, int)]
+            fails = [i for i in items if isinstance(i, pb.Failure)]
+            if acks:
+                yield pb.TakeRequest(ack=pb.Ack(ids=acks))
+            if fails:
+                yield pb.TakeRequest(fail=pb.Fail(failures=fails))
+            if any(i is _CLOSE for i in items):
+                return
+
+    def ack(self, job_id: int) -> "Future[None]":
+        future: Future[None] = Future()
+        with self._lock:
+            self._check_open()
+            self._acks[job_id] = future
+        self._outbox.put(job_id)
+        return future
+
+    def fail(self, job_id: int, message: str, *, kill: bool = False, error_type: str = "",
+             backtrace: str = "") -> "Future[str]":
+        future: Future[str] = Future()
+        with self._lock:
+            self._check_open()
+            self._fails[job_id] = future
+        self._outbox.put(pb.Failure(id=job_id, message=message, error_type=error_type, backtrace=backtrace,
+                                    kill=kill))
+        return future
+
+    def _check_open(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise Unavailable("the take stream is closed")
+
+    # Incoming.
+    def _read(self) -> None:
+        try:
+            for response in self._call:
+                self.last_heard = time.monotonic()
+                kind = response.WhichOneof("kind")
+                if kind == "jobs":
+                    for message in response.jobs.jobs:
+                        self._jobs.put(Job.from_pb(message, self))
+                elif kind == "ack_result":
+                    self._settle(self._acks, response.ack_result.acked, response.ack_result.rejected, None)
+                elif kind == "fail_result":
+                    with self._lock:
+                        done = [(o.id, self._fails.pop(o.id, None)) for o in response.fail_result.failed]
+                    for job_id, future in done:
+                        if future is not None:
+                            future.set_result(STATUS_NAMES.get(_status_of(response, job_id), "unknown"))
+                    self._settle(self._fails, [], response.fail_result.rejected, None)
+        except grpc.RpcError as exc:
+            if not self._closed:
+                self._error = from_rpc_error(exc)
+        finally:
+            failure = self._error or Unavailable("the take stream ended")
+            with self._lock:
+                pending = list(self._acks.values()) + list(self._fails.values())
+                self._acks.clear()
+                self._fails.clear()
+            for future in pending:
+                if not future.done():
+                    future.set_exception(failure)
+            self._jobs.put(_END)
+
+    def _settle(self, futures: dict[int, Any], done: Any, rejected: Any, result: Any) -> None:
+        with self._lock:
+            settled = [(job_id, futures.pop(job_id, None)) for job_id in done]
+            refused = [(r, futures.pop(r.id, None)) for r in rejected]
+        for _, future in settled:
+            if future is not None:
+                future.set_result(result)
+        for rejection, future in refused:
+            if future is not None:
+                future.set_exception(from_code_name(rejection.code, rejection.message))
+
+    # The worker's view.
+    def next(self, timeout: float | None = None) -> Job | None:
+        """The next job, or None if none came within `timeout` seconds. Raises when the stream died."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
+            try:
+                item = self._jobs.get(timeout=wait)
+            except queue.Empty:
+                if time.monotonic() - self.last_heard > self._stale_after_s:
+                    self._error = Unavailable(f"no word from the server for {self._stale_after_s:.0f}s")
+                    self._call.cancel()
+                    raise self._error from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+                continue
+            if item is _END:
+                self._jobs.put(_END)
+                if self._error is not None:
+                    raise self._error
+                return None
+            job: Job = item
+            return job
+
+    def __iter__(self) -> Iterator[Job]:
+        while True:
+            job = self.next()
+            if job is None:
+                return
+            yield job
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Half-close: the server commits acks already sent, returns unacked jobs, and ends the stream."""
+        if self._closed:
+            return
+        self._closed = True
+        self._outbox.put(_CLOSE)
+        self._reader.join(timeout)
+        if self._reader.is_alive():
+            self._call.cancel()
+            self._reader.join(timeout)
+
+    def __enter__(self) -> "TakeStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _status_of(response: pb.TakeResponse, job_id: int) -> int:
+    for outcome in response.fail_result.failed:
+        if outcome.id == job_id:
+            return outcome.status
+    return 0

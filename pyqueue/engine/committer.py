@@ -1,0 +1,147 @@
+"""The single writer, with timer-free coalescing and group commit.
+
+Every write goes through here. The writer thread takes the first waiting request plus whatever
+queued meanwhile (pyqueue._native.Coalescer), applies them all to one BatchView and writes one
+WriteBatch with sync=False. Requests that must be durable before they are answered (enqueue, ack,
+fail) then wait in a second coalescer for the syncer thread, which covers every batch waiting
+there with one `flush_wal(True)`: while it syncs, the writer keeps writing the next batches, and
+those are covered by the next sync. A lone request is written and synced at once; under load the
+groups grow by themselves.
+
+Fail-stop: if a sync fails, nothing waiting on it is ever answered and `on_fatal` is called
+(the server exits). A sync is never retried: after a failed fsync the kernel may have dropped the
+dirty pages, so a retry could "succeed" over lost data.
+"""
+
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from pyqueue._native import Coalescer
+from pyqueue.engine.errors import EngineError, ResourceExhausted, Unavailable
+from pyqueue.engine.model import Clock
+from pyqueue.engine.view import BatchView
+from pyqueue.store.contract import Store, StoreFullError
+
+log = logging.getLogger("pyqueue.committer")
+
+Post = Callable[[Callable[[], None]], None]
+"""Runs a completion where callers wait (the server passes loop.call_soon_threadsafe)."""
+
+
+class Request(Protocol):
+    needs_sync: bool
+    error: BaseException | None
+
+    def apply(self, view: BatchView) -> None:
+        """Read, check, then write into the view. Raise an EngineError before writing to refuse."""
+
+    def complete(self) -> None:
+        """Runs after the commit (and the sync, where needed): memory effects, then the answer."""
+
+
+class Committer:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        *,
+        durable: bool,
+        post: Post,
+        on_fatal: Callable[[BaseException], None],
+        max_batch: int = 4096,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._durable = durable
+        self._post = post
+        self._on_fatal = on_fatal
+        self._max_batch = max_batch
+        self._inbox = Coalescer()
+        self._syncing = Coalescer()
+        self._threads: list[threading.Thread] = []
+        self.commits = 0
+        self.syncs = 0
+
+    def start(self) -> None:
+        self._threads = [
+            threading.Thread(target=self._write_loop, name="pyqueue-writer", daemon=True),
+            threading.Thread(target=self._sync_loop, name="pyqueue-syncer", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, request: Request) -> None:
+        try:
+            self._inbox.push(request)
+        except Exception as exc:
+            raise Unavailable("the server is shutting down") from exc
+
+    def stop(self) -> None:
+        """Finish every request already submitted, then stop both threads."""
+        self._inbox.close()
+        if self._threads:
+            self._threads[0].join()
+            self._syncing.close()
+            self._threads[1].join()
+
+    def _write_loop(self) -> None:
+        while True:
+            requests = self._inbox.take_batch(self._max_batch)
+            if not requests:
+                if self._inbox.closed:
+                    return
+                continue
+            try:
+                self.commit(requests)
+            except BaseException as exc:  # a broken writer must not leave callers hanging
+                log.critical("the writer failed: %s", exc, exc_info=exc)
+                self._on_fatal(exc)
+                return
+
+    def commit(self, requests: list[Request]) -> None:
+        """Apply, write, then hand each request on to be answered (at once, or after a sync)."""
+        view = BatchView(self._store, self._clock())
+        for request in requests:
+            try:
+                request.apply(view)
+            except EngineError as exc:
+                request.error = exc
+        if len(view.batch):
+            try:
+                self._store.write(view.batch)
+            except StoreFullError as exc:
+                refusal = ResourceExhausted(f"the disk is full; nothing was written ({exc})")
+                for request in requests:
+                    request.error = refusal
+        self.commits += 1
+        waiting = [r for r in requests if r.needs_sync and r.error is None] if self._durable else []
+        now = [r for r in requests if not (r.needs_sync and r.error is None)] if waiting else requests
+        if now:
+            self._post(functools.partial(_complete_all, now))
+        if waiting:
+            self._syncing.push(waiting)
+
+    def _sync_loop(self) -> None:
+        while True:
+            groups = self._syncing.take_batch(1 << 20)
+            if not groups:
+                if self._syncing.closed:
+                    return
+                continue
+            try:
+                self._store.sync()
+            except BaseException as exc:
+                log.critical("fsync failed; stopping without acknowledging anything more: %s", exc)
+                self._on_fatal(exc)
+                return
+            self.syncs += 1
+            requests = [r for group in groups for r in group]
+            self._post(functools.partial(_complete_all, requests))
+
+
+def _complete_all(requests: list[Request]) -> None:
+    for request in requests:
+        request.complete()

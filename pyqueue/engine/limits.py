@@ -1,0 +1,66 @@
+"""Explicit, configurable limits, checked before anything is written."""
+
+import re
+from dataclasses import dataclass
+
+from pyqueue.engine.errors import InvalidArgument, ResourceExhausted
+
+_NAME = re.compile(r"[A-Za-z0-9_.:\-]+")
+NAME_CHARACTERS = "letters, digits and _ . : -"
+MIN_PRIORITY = 0
+MAX_PRIORITY = 65535
+DEFAULT_PRIORITY = 32768
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_payload_bytes: int = 1 << 20
+    max_jobs_per_enqueue: int = 1000
+    max_name_length: int = 128
+    max_prefetch: int = 10_000
+    max_queues_per_stream: int = 256
+    max_content_type_length: int = 128
+
+    def check_name(self, what: str, name: str) -> None:
+        if not name:
+            raise InvalidArgument(f"{what} name is empty")
+        if len(name.encode()) > self.max_name_length:
+            raise InvalidArgument(
+                f"{what} name {name[:40]!r}... is {len(name.encode())} bytes; the limit is "
+                f"{self.max_name_length} (--max-name-length)"
+            )
+        if not _NAME.fullmatch(name):
+            raise InvalidArgument(f"{what} name {name!r} may hold only {NAME_CHARACTERS}")
+
+    def check_batch_size(self, n: int) -> None:
+        if n == 0:
+            raise InvalidArgument("the request holds no jobs")
+        if n > self.max_jobs_per_enqueue:
+            raise ResourceExhausted(
+                f"{n} jobs in one call; the limit is {self.max_jobs_per_enqueue} (--max-jobs-per-enqueue): "
+                "split the batch"
+            )
+
+    def check_payload(self, index: int, size: int) -> None:
+        if size > self.max_payload_bytes:
+            raise ResourceExhausted(
+                f"job {index}: payload is {size} bytes; the limit is {self.max_payload_bytes} "
+                "(--max-payload-bytes)"
+            )
+
+    def check_priority(self, index: int, priority: int) -> None:
+        if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+            raise InvalidArgument(
+                f"job {index}: priority {priority} is outside {MIN_PRIORITY}..{MAX_PRIORITY} (0 runs first)"
+            )
+
+    def check_content_type(self, index: int, content_type: str) -> None:
+        if len(content_type) > self.max_content_type_length:
+            raise InvalidArgument(
+                f"job {index}: content type is longer than {self.max_content_type_length} characters"
+            )
+
+    def check_prefetch(self, prefetch: int) -> None:
+        if not 1 <= prefetch <= self.max_prefetch:
+            raise InvalidArgument(f"prefetch {prefetch} is outside 1..{self.max_prefetch} (--max-prefetch)")

@@ -1,0 +1,55 @@
+"""Values that cross the engine's boundary: what callers hand in and what they get back."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+import time
+
+from pyqueue.store.records import JobRecord
+
+Clock = Callable[[], int]
+"""Milliseconds since the epoch; injectable so tests can drive time."""
+
+
+def system_clock() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    type: str
+    queue: str
+    priority: int
+    payload: bytes
+    content_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job as stored: its record and its payload."""
+
+    record: JobRecord
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    job_id: int
+    code: str  # a gRPC status name, e.g. FAILED_PRECONDITION
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    job_id: int
+    message: str
+    error_type: str = ""
+    backtrace: str = ""
+    kill: bool = False
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What became of a batch of acks or failures: per job, done or refused."""
+
+    done: list[tuple[int, int]]  # (job id, status after)
+    rejected: list[Rejection]

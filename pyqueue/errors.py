@@ -1,0 +1,59 @@
+"""The exceptions pyqueue's client raises, and the one mapping from gRPC status codes to them."""
+
+import grpc
+
+
+class PyQueueError(Exception):
+    """Base of every error the client raises."""
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+
+class InvalidArgument(PyQueueError):
+    """The request was malformed or broke a limit; the message says what to fix."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(PyQueueError):
+    """No such job (it may have completed and been deleted)."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class FailedPrecondition(PyQueueError):
+    """The job is not in a state that allows this (e.g. an ack for a lease that is no longer current)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class ResourceExhausted(PyQueueError):
+    """A size limit was exceeded, or the server's disk is full."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class Unavailable(PyQueueError):
+    """The server could not be reached, or went away."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+_BY_CODE: dict[grpc.StatusCode, type[PyQueueError]] = {
+    cls.code: cls for cls in (InvalidArgument, NotFound, FailedPrecondition, ResourceExhausted, Unavailable)
+}
+_BY_NAME = {code.name: cls for code, cls in _BY_CODE.items()}
+
+
+def from_rpc_error(error: grpc.RpcError) -> PyQueueError:
+    code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
+    details = error.details() if hasattr(error, "details") else str(error)
+    cls = _BY_CODE.get(code, PyQueueError)
+    exc = cls(details or code.name)
+    exc.code = code
+    return exc
+
+
+def from_code_name(name: str, message: str) -> PyQueueError:
+    """For per-job refusals carried inside a stream message (Rejection.code)."""
+    return _BY_NAME.get(name, PyQueueError)(message)

@@ -1,0 +1,69 @@
+"""`pyqueue serve`: one process, one store, one gRPC server on an event loop.
+
+Start-up: open the store, recover (in flight back to ready) before listening, then listen while
+the in-memory sets rebuild. SIGTERM/SIGINT: stop taking new calls, end the Take streams (their
+jobs go back to ready), answer what is in hand, drain the writer, close the store.
+"""
+
+import asyncio
+import logging
+import signal
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from pyqueue.engine import Engine, EngineConfig
+from pyqueue.server.config import ServerConfig
+from pyqueue.server.service import QueueService
+from pyqueue.store import RocksStore
+from pyqueue.v1 import queue_pb2 as pb
+from pyqueue.v1 import queue_pb2_grpc as pb_grpc
+
+log = logging.getLogger("pyqueue.server")
+
+
+async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    store = RocksStore(config.data_dir)
+    engine = Engine(store, EngineConfig(durable=config.durable, limits=config.limits, retry=config.retry))
+    await engine.start()
+
+    server = grpc.aio.server(options=config.grpc_options())
+    service = QueueService(engine, config)
+    pb_grpc.add_QueueServicer_to_server(service, server)
+    health_service = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
+    names = (pb.DESCRIPTOR.services_by_name["Queue"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
+    port = server.add_insecure_port(config.listen)
+    if port == 0:
+        raise SystemExit(f"cannot listen on {config.listen}")
+    await server.start()
+    await health_service.set("", health_pb2.HealthCheckResponse.SERVING)
+    host = config.listen.rsplit(":", 1)[0]
+    log.info("pyqueue listening on %s:%d (data %s, commit mode %s)", host, port, config.data_dir, config.commit_mode)
+
+    await stop.wait()
+    log.info("shutting down: finishing calls in hand")
+    await health_service.enter_graceful_shutdown()
+    stopping = loop.create_task(server.stop(config.shutdown_grace_s))
+    service.end_streams()
+    await stopping
+    await engine.stop()
+    store.close()
+    log.info("stopped cleanly")
+
+
+def serve(config: ServerConfig) -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux and macOS
+        asyncio.run(run(config))
+    else:
+        uvloop.run(run(config))

@@ -1,0 +1,42 @@
+"""Everything `pyqueue serve` can be told, with its defaults."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyqueue.engine.limits import Limits
+from pyqueue.engine.retry import RetryPolicy
+
+DEFAULT_LISTEN = "127.0.0.1:7411"
+DEFAULT_DATA_DIR = "./pyqueue-data"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    data_dir: Path = Path(DEFAULT_DATA_DIR)
+    listen: str = DEFAULT_LISTEN
+    commit_mode: str = "fsync"  # or "buffered": answered once written to the OS, not synced
+    heartbeat_s: float = 3.0
+    worker_timeout_s: float = 15.0  # a silent worker host is declared gone within this
+    shutdown_grace_s: float = 10.0
+    max_message_bytes: int = 64 << 20
+    limits: Limits = field(default_factory=Limits)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @property
+    def durable(self) -> bool:
+        return self.commit_mode == "fsync"
+
+    def grpc_options(self) -> list[tuple[str, int]]:
+        # HTTP/2 keepalive pings detect a vanished worker host; grpc core also sets
+        # TCP_USER_TIMEOUT from the ping timeout, so unacknowledged data cannot hang for ~15 min.
+        ping_every_ms = int(self.worker_timeout_s * 1000 / 3)
+        ping_timeout_ms = int(self.worker_timeout_s * 1000) - ping_every_ms
+        return [
+            ("grpc.keepalive_time_ms", ping_every_ms),
+            ("grpc.keepalive_timeout_ms", ping_timeout_ms),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.max_send_message_length", self.max_message_bytes),
+        ]

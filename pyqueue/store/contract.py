@@ -1,0 +1,53 @@
+"""The store contract: what the engine needs from persistence, and nothing more.
+
+Two families split by access pattern: DATA is point-read (records, payloads, errors), INDEX is
+range-scanned (status, queue, type indexes). A batch is atomic. `write` makes a batch visible and
+crash-consistent; `sync` makes every write completed so far durable (the group-commit fsync).
+"""
+
+import enum
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+
+class Family(enum.Enum):
+    DATA = "data"
+    INDEX = "index"
+
+
+class StoreFullError(Exception):
+    """The disk is full: nothing of the failed batch was written."""
+
+
+class Batch(Protocol):
+    def put(self, family: Family, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, family: Family, key: bytes) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+class Store(Protocol):
+    def batch(self) -> Batch: ...
+
+    def write(self, batch: Batch) -> None:
+        """Apply the batch atomically (written to the OS, not yet synced)."""
+
+    def sync(self) -> None:
+        """Make every completed write durable. Raises OSError when the disk refuses."""
+
+    def get(self, family: Family, key: bytes) -> bytes | None: ...
+
+    def get_many(self, family: Family, keys: Sequence[bytes]) -> list[bytes | None]: ...
+
+    def scan(
+        self, family: Family, lo: bytes, hi: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Entries with lo <= key < hi, in key order (or reversed)."""
+
+    def last_key(self, family: Family, lo: bytes, hi: bytes) -> bytes | None: ...
+
+    def compact(self) -> None:
+        """Compact both families fully, dropping the tombstones a queue leaves behind."""
+
+    def close(self) -> None: ...

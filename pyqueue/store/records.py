@@ -1,0 +1,120 @@
+"""The job record and its binary codec.
+
+The record is the mutable part of a job (status, attempts, times); the payload lives under its own
+key so a status change never rewrites it. Layout, version 1, big-endian:
+
+    version u8, status u8, priority u16, attempts u16, max_retries i16 (-1: server default),
+    lost u16 (workers this job took down), lease u32, timeout_ms u32,
+    created_ms i64, updated_ms i64, run_at_ms i64, expires_ms i64,
+    then four length-prefixed (u16) strings: queue, type, content_type, unique_key,
+    then a length-prefixed (u32) blob of rarely used options (JSON) for later versions' fields.
+"""
+
+import enum
+import struct
+from dataclasses import dataclass
+
+VERSION = 1
+_HEAD = struct.Struct(">BBHHhHIIqqqq")
+_STATUS_VALUE = struct.Struct(">Hq")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+
+
+class Status(enum.IntEnum):
+    """A job's place in its life: scheduled -> ready -> in_flight -> completed | dead."""
+
+    SCHEDULED = 1
+    READY = 2
+    IN_FLIGHT = 3
+    COMPLETED = 4
+    DEAD = 5
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class CorruptRecordError(Exception):
+    """A stored record could not be decoded: the data directory is damaged or from a newer version."""
+
+
+@dataclass(slots=True)
+class JobRecord:
+    id: int
+    status: Status
+    queue: str
+    type: str
+    priority: int
+    created_ms: int
+    updated_ms: int
+    attempts: int = 0
+    max_retries: int = -1
+    lost: int = 0
+    lease: int = 0
+    timeout_ms: int = 0
+    run_at_ms: int = 0
+    expires_ms: int = 0
+    content_type: str = ""
+    unique_key: str = ""
+    options: bytes = b""
+
+    def encode(self) -> bytes:
+        parts = [
+            _HEAD.pack(
+                VERSION,
+                self.status,
+                self.priority,
+                self.attempts,
+                self.max_retries,
+                self.lost,
+                self.lease,
+                self.timeout_ms,
+                self.created_ms,
+                self.updated_ms,
+                self.run_at_ms,
+                self.expires_ms,
+            )
+        ]
+        for text in (self.queue, self.type, self.content_type, self.unique_key):
+            raw = text.encode()
+            parts.append(_U16.pack(len(raw)))
+            parts.append(raw)
+        parts.append(_U32.pack(len(self.options)))
+        parts.append(self.options)
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, job_id: int, raw: bytes) -> "JobRecord":
+        try:
+            (version, status, priority, attempts, max_retries, lost, lease, timeout_ms, created, updated,
+             run_at, expires) = _HEAD.unpack_from(raw, 0)
+            if version != VERSION:
+                raise CorruptRecordError(f"job {job_id}: record version {version} is not {VERSION}")
+            offset = _HEAD.size
+            texts = []
+            for _ in range(4):
+                (n,) = _U16.unpack_from(raw, offset)
+                offset += 2
+                texts.append(raw[offset : offset + n].decode())
+                offset += n
+            (n,) = _U32.unpack_from(raw, offset)
+            options = bytes(raw[offset + 4 : offset + 4 + n])
+            return cls(
+                id=job_id, status=Status(status), queue=texts[0], type=texts[1], priority=priority,
+                created_ms=created, updated_ms=updated, attempts=attempts, max_retries=max_retries,
+                lost=lost, lease=lease, timeout_ms=timeout_ms, run_at_ms=run_at, expires_ms=expires,
+                content_type=texts[2], unique_key=texts[3], options=options,
+            )
+        except (struct.error, ValueError, UnicodeDecodeError) as exc:
+            raise CorruptRecordError(f"job {job_id}: undecodable record ({exc})") from exc
+
+    def status_value(self) -> bytes:
+        """The status index entry's value: enough to rebuild the in-memory sets without a read."""
+        return _STATUS_VALUE.pack(self.priority, self.run_at_ms) + self.queue.encode()
+
+
+def decode_status_value(raw: bytes) -> tuple[int, int, str]:
+    """(priority, run_at_ms, queue) from a status index value."""
+    priority, run_at = _STATUS_VALUE.unpack_from(raw, 0)
+    return priority, run_at, raw[_STATUS_VALUE.size :].decode()
