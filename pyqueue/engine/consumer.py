@@ -110,14 +110,20 @@ class Consumer:
         return jobs
 
     async def ack(self, job_ids: Sequence[int]) -> Outcome:
-        outcome = await self.engine.ack([(i, self.inflight.get(i)) for i in job_ids], self)
-        self._credit_freed()
-        return outcome
+        """Commit acks; call `release` once the caller has told the worker (credit opens then)."""
+        return await self.engine.ack([(i, self.inflight.get(i)) for i in job_ids])
 
     async def fail(self, failures: Sequence[Failure]) -> Outcome:
-        outcome = await self.engine.fail([(f, self.inflight.get(f.job_id)) for f in failures], self)
+        return await self.engine.fail([(f, self.inflight.get(f.job_id)) for f in failures])
+
+    def release(self, outcome: Outcome) -> None:
+        """Forget jobs that are finished (or whose lease is gone) and open the credit they held."""
+        for job_id, _ in outcome.done:
+            self.inflight.pop(job_id, None)
+        for rejection in outcome.rejected:
+            if rejection.code == "NOT_FOUND" or "no longer current" in rejection.message:
+                self.inflight.pop(rejection.job_id, None)
         self._credit_freed()
-        return outcome
 
     def close(self) -> None:
         """The stream ended: whatever it still holds goes back to ready at once."""

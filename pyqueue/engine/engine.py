@@ -86,7 +86,13 @@ class Engine:
 
     async def _rebuild_memory(self) -> None:
         started = time.perf_counter()
-        ready, scheduled = await asyncio.to_thread(recovery.rebuild, self.store, self.memory)
+        try:
+            ready, scheduled = await asyncio.to_thread(recovery.rebuild, self.store, self.memory)
+        except Exception as exc:
+            # Without its in-memory sets the server can never deliver: stop rather than hang.
+            log.critical("rebuilding the in-memory sets failed", exc_info=exc)
+            self.config.on_fatal(exc)
+            raise
         self.rebuilt = True
         log.info("rebuilt the in-memory sets: %d ready, %d scheduled jobs in %.2fs",
                  ready, scheduled, time.perf_counter() - started)
@@ -162,14 +168,14 @@ class Engine:
         self.stats["delivered"] += len(jobs)
         return jobs
 
-    async def ack(self, leases: Sequence[tuple[int, int | None]], holder: Consumer) -> Outcome:
-        outcome: Outcome = await self._submit(requests.Ack(leases, holder))
+    async def ack(self, leases: Sequence[tuple[int, int | None]]) -> Outcome:
+        outcome: Outcome = await self._submit(requests.Ack(leases))
         self.stats["acked"] += len(outcome.done)
         self.stats["ack_rejected"] += len(outcome.rejected)
         return outcome
 
-    async def fail(self, failures: Sequence[tuple[Failure, int | None]], holder: Consumer) -> Outcome:
-        request = requests.Fail(failures, holder, self.memory, self.config.retry)
+    async def fail(self, failures: Sequence[tuple[Failure, int | None]]) -> Outcome:
+        request = requests.Fail(failures, self.memory, self.config.retry)
         outcome: Outcome = await self._submit(request)
         self.stats["failed"] += len(outcome.done)
         return outcome

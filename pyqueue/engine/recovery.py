@@ -7,6 +7,7 @@ status with no record reads.
 
 from collections import defaultdict
 
+from pyqueue import failpoints
 from pyqueue.engine.memory import Memory
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
@@ -25,6 +26,7 @@ def rebuild(store: Store, memory: Memory) -> tuple[int, int]:
     Safe beside live enqueues: inserting a key twice leaves one entry, and every entry is a hint
     that claims and promotions re-check against the record.
     """
+    failpoints.wait("rebuild")
     ready = 0
     by_queue: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for key, value in store.scan(Family.INDEX, *keys.status_range(Status.READY)):

@@ -135,10 +135,9 @@ def _check_lease(record: JobRecord | None, job_id: int, lease: int | None) -> Re
 class Ack(_Request):
     """Complete jobs in flight on one stream: delete them with every index entry, in one batch."""
 
-    def __init__(self, leases: Sequence[tuple[int, int | None]], holder: Holder) -> None:
+    def __init__(self, leases: Sequence[tuple[int, int | None]]) -> None:
         super().__init__()
         self.leases = leases
-        self.holder = holder
 
     def apply(self, view: BatchView) -> None:
         outcome = Outcome(done=[], rejected=[])
@@ -153,23 +152,14 @@ class Ack(_Request):
             outcome.done.append((job_id, Status.COMPLETED))
         self.result = outcome
 
-    def on_commit(self) -> None:
-        outcome: Outcome = self.result
-        for job_id, _ in outcome.done:
-            self.holder.inflight.pop(job_id, None)
-        for rejection in outcome.rejected:
-            if rejection.code == "NOT_FOUND" or "no longer current" in rejection.message:
-                self.holder.inflight.pop(rejection.job_id, None)
-
 
 class Fail(_Request):
     """Record a failed attempt: an error record, then a retry at the backoff time, or dead."""
 
-    def __init__(self, failures: Sequence[tuple[Failure, int | None]], holder: Holder, memory: Memory,
-                 policy: RetryPolicy, rng: random.Random | None = None) -> None:
+    def __init__(self, failures: Sequence[tuple[Failure, int | None]], memory: Memory, policy: RetryPolicy,
+                 rng: random.Random | None = None) -> None:
         super().__init__()
         self.failures = failures
-        self.holder = holder
         self.memory = memory
         self.policy = policy
         self.rng = rng
@@ -197,9 +187,6 @@ class Fail(_Request):
         self.result = outcome
 
     def on_commit(self) -> None:
-        outcome: Outcome = self.result
-        for job_id, _ in outcome.done:
-            self.holder.inflight.pop(job_id, None)
         self.memory.became_scheduled(self.scheduled)
 
 

@@ -103,9 +103,16 @@ class TakeStream:
     async def _ack(self, job_ids: list[int]) -> None:
         assert self.consumer is not None
         outcome = await self.consumer.ack(job_ids)
-        await self._send(ack_result(outcome))
+        try:
+            await self._send(ack_result(outcome))
+        finally:
+            # Only now: the worker must never see more than `prefetch` jobs it has not had confirmed.
+            self.consumer.release(outcome)
 
     async def _fail(self, failures: list[Failure]) -> None:
         assert self.consumer is not None
         outcome = await self.consumer.fail(failures)
-        await self._send(fail_result(outcome))
+        try:
+            await self._send(fail_result(outcome))
+        finally:
+            self.consumer.release(outcome)

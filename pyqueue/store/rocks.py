@@ -118,19 +118,28 @@ class RocksStore:
     def scan(
         self, family: Family, lo: bytes, hi: bytes, *, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
+        # The bounds let RocksDB skip work, but rocksdict's seek_to_first does not honour the lower
+        # bound, so the loop seeks explicitly and checks both ends itself.
         bounds = ReadOptions()
         bounds.set_iterate_lower_bound(lo)
         bounds.set_iterate_upper_bound(hi)
         it = self._families[family].iter(bounds)
         if reverse:
-            it.seek_to_last()
+            it.seek_for_prev(hi)
             while it.valid():
-                yield it.key(), it.value()
+                key = it.key()
+                if key < lo:
+                    return
+                if key < hi:
+                    yield key, it.value()
                 it.prev()
         else:
-            it.seek_to_first()
+            it.seek(lo)
             while it.valid():
-                yield it.key(), it.value()
+                key = it.key()
+                if key >= hi:
+                    return
+                yield key, it.value()
                 it.next()
 
     def last_key(self, family: Family, lo: bytes, hi: bytes) -> bytes | None:

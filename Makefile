@@ -1,0 +1,53 @@
+# The one source of truth for setting up, building, linting, testing and benchmarking pyqueue.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: setup build serve test test-rust test-python lint fmt proto bench clean
+
+# Create the virtualenv with the dev tools, then build the native extension into it.
+$(BIN)/.deps: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q maturin grpcio grpcio-health-checking grpcio-reflection protobuf rocksdict click uvloop \
+		pytest pytest-timeout pytest-benchmark ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs hdrhistogram
+	touch $@
+
+setup: $(BIN)/.deps
+
+build: setup
+	$(BIN)/maturin develop --release --quiet
+
+serve: build
+	$(BIN)/pyqueue serve
+
+test: test-rust test-python
+
+test-rust:
+	cargo test --manifest-path native/Cargo.toml
+
+test-python: build
+	$(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff check pyqueue tests bench scripts
+	$(BIN)/mypy
+	cargo fmt --all -- --check
+	cargo clippy --all-targets --features python -- -D warnings
+
+fmt: setup
+	$(BIN)/ruff check --fix pyqueue tests bench scripts
+	$(BIN)/ruff format pyqueue tests bench scripts
+	cargo fmt --all
+
+proto: setup
+	$(PY) scripts/gen_proto.py
+
+bench: build
+	$(BIN)/pytest bench -q --benchmark-only --benchmark-columns=median,iqr,ops,rounds
+	$(PY) bench/load.py
+
+clean:
+	rm -rf $(VENV) target .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,79 @@
+"""Real server processes for tests: start, SIGTERM, SIGKILL, restart; all on loopback."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+_LISTENING = re.compile(r"listening on (\S+):(\d+)")
+
+
+class ServerProcess:
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.args = list(args)
+        self.env = env or {}
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self._seen = threading.Condition()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "ServerProcess":
+        cmd = [sys.executable, "-m", "pyqueue", "serve", "--data-dir", str(self.data_dir),
+               "--listen", f"127.0.0.1:{self.port}", *self.args]
+        self.lines = []
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, **self.env})
+        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        line = self.wait_for("listening on", timeout)
+        match = _LISTENING.search(line)
+        assert match, line
+        self.port = int(match.group(2))
+        return self
+
+    def _pump(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            with self._seen:
+                self.lines.append(line)
+                self._seen.notify_all()
+        with self._seen:
+            self._seen.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        """Block until the server logs a line containing `text` (a signal, not a sleep)."""
+        def found() -> str | None:
+            return next((line for line in self.lines if text in line), None)
+
+        with self._seen:
+            ok = self._seen.wait_for(lambda: found() is not None or (self.proc is not None and self.proc.poll() is not None),
+                                     timeout)
+            line = found()
+        if line is None:
+            raise AssertionError(f"server never logged {text!r} (ok={ok}); output:\n{''.join(self.lines)}")
+        return line
+
+    def stop(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def restart(self, timeout: float = 30.0) -> "ServerProcess":
+        return self.start(timeout)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
