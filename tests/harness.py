@@ -18,6 +18,8 @@ class ServerProcess:
         self.env = env or {}
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
+        self.command = [sys.executable, "-m", "pyqueue"]
+        self.cwd: Path | None = None
         self.lines: list[str] = []
         self._seen = threading.Condition()
 
@@ -26,11 +28,11 @@ class ServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
-        cmd = [sys.executable, "-m", "pyqueue", "serve", "--data-dir", str(self.data_dir),
+        cmd = [*self.command, "serve", "--data-dir", str(self.data_dir),
                "--listen", f"127.0.0.1:{self.port}", *self.args]
         self.lines = []
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, **self.env})
+                                     env={**os.environ, **self.env}, cwd=self.cwd)
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
         line = self.wait_for("listening on", timeout)
         match = _LISTENING.search(line)

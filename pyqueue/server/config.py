@@ -29,12 +29,16 @@ class ServerConfig:
     def grpc_options(self) -> list[tuple[str, int]]:
         # HTTP/2 keepalive pings detect a vanished worker host; grpc core also sets
         # TCP_USER_TIMEOUT from the ping timeout, so unacknowledged data cannot hang for ~15 min.
+        # keepalive_timeout_ms alone does not close the transport on an unanswered ping in this
+        # grpc core: the ping-ack timeout (default 60 s) does, so it is set to the same budget
+        # (tests/server/test_keepalive.py fails without it).
         ping_every_ms = int(self.worker_timeout_s * 1000 / 3)
         ping_timeout_ms = int(self.worker_timeout_s * 1000) - ping_every_ms
         return [
             ("grpc.keepalive_time_ms", ping_every_ms),
             ("grpc.keepalive_timeout_ms", ping_timeout_ms),
             ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.ping_timeout_ms", ping_timeout_ms),
             ("grpc.http2.max_pings_without_data", 0),
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
             ("grpc.max_receive_message_length", self.max_message_bytes),

@@ -1,0 +1,39 @@
+import pytest
+
+from pyqueue.store import keys
+from pyqueue.store.records import CorruptRecordError, JobRecord, Status, decode_status_value
+
+
+def record(**changes) -> JobRecord:  # type: ignore[no-untyped-def]
+    fields = dict(id=7, status=Status.READY, queue="mail", type="send", priority=3, created_ms=1, updated_ms=2)
+    fields.update(changes)
+    return JobRecord(**fields)  # type: ignore[arg-type]
+
+
+def test_round_trip_every_field() -> None:
+    r = record(attempts=4, max_retries=9, lost=2, lease=77, timeout_ms=5000, run_at_ms=123, expires_ms=456,
+               content_type="application/json", unique_key="u-1", options=b'{"x":1}', queue="ünï", type="t.x")
+    assert JobRecord.decode(7, r.encode()) == r
+
+
+def test_corrupt_records_say_so() -> None:
+    with pytest.raises(CorruptRecordError, match="job 7"):
+        JobRecord.decode(7, b"\x01\x02")
+    with pytest.raises(CorruptRecordError, match="version"):
+        JobRecord.decode(7, b"\x09" + record().encode()[1:])
+
+
+def test_status_value_carries_what_the_rebuild_needs() -> None:
+    assert decode_status_value(record(run_at_ms=99).status_value()) == (3, 99, "mail")
+
+
+def test_keys_sort_by_id_and_names_do_not_run_into_each_other() -> None:
+    assert keys.job_key(1) < keys.job_key(2) < keys.job_key(256)
+    lo, hi = keys.queue_range("mail")
+    assert lo <= keys.queue_key("mail", 2**64 - 1) < hi
+    assert not lo <= keys.queue_key("mailer", 1) < hi
+    lo, hi = keys.status_range(Status.READY)
+    assert lo <= keys.status_key(Status.READY, 5) < hi
+    assert not lo <= keys.status_key(Status.IN_FLIGHT, 5) < hi
+    assert keys.id_suffix(keys.type_key("t", 12345)) == 12345
+    assert keys.error_key(1, 2) < keys.error_key(1, 10) < keys.error_range(1)[1]

@@ -1,0 +1,43 @@
+"""`pip wheel .` gives one wheel that installs and serves in a fresh virtualenv with nothing else."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import ServerProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_wheel_installs_and_serves_in_a_fresh_virtualenv(tmp_path: Path) -> None:
+    env = {**os.environ, "CARGO_TARGET_DIR": str(ROOT / "target")}  # reuse the compiled crates
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(tmp_path / "dist"), "-q"],
+                   check=True, env=env, timeout=540)
+    wheels = list((tmp_path / "dist").glob("pyqueue-*.whl"))
+    assert len(wheels) == 1, wheels
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheels[0])], check=True, timeout=300)
+
+    clean_env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    server = ServerProcess(tmp_path / "data")
+    server_cmd = [str(venv / "bin" / "pyqueue")]
+    server.command = server_cmd  # run the installed console script, not this checkout
+    server.env = clean_env
+    server.cwd = tmp_path
+    server.start()
+    try:
+        script = "import pyqueue, sys; c = pyqueue.Client(sys.argv[1]); print(c.get_job(c.enqueue('t', {'a': 1}).id).payload)"
+        out = subprocess.run([str(python), "-c", script, server.address], capture_output=True, text=True,
+                             env=clean_env, cwd=tmp_path, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "{'a': 1}"
+        assert server.stop() == 0
+    finally:
+        server.close()
