@@ -6,9 +6,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import ServerProcess  # noqa: E402
+from harness import ServerProcess
 
-import pyqueue  # noqa: E402
+import pyqueue
 
 
 @pytest.fixture

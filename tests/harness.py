@@ -28,11 +28,24 @@ class ServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
-        cmd = [*self.command, "serve", "--data-dir", str(self.data_dir),
-               "--listen", f"127.0.0.1:{self.port}", *self.args]
+        cmd = [
+            *self.command,
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            *self.args,
+        ]
         self.lines = []
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, **self.env}, cwd=self.cwd)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **self.env},
+            cwd=self.cwd,
+        )
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
         line = self.wait_for("listening on", timeout)
         match = _LISTENING.search(line)
@@ -51,12 +64,15 @@ class ServerProcess:
 
     def wait_for(self, text: str, timeout: float = 30.0) -> str:
         """Block until the server logs a line containing `text` (a signal, not a sleep)."""
+
         def found() -> str | None:
             return next((line for line in self.lines if text in line), None)
 
         with self._seen:
-            ok = self._seen.wait_for(lambda: found() is not None or (self.proc is not None and self.proc.poll() is not None),
-                                     timeout)
+            ok = self._seen.wait_for(
+                lambda: found() is not None or (self.proc is not None and self.proc.poll() is not None),
+                timeout,
+            )
             line = found()
         if line is None:
             raise AssertionError(f"server never logged {text!r} (ok={ok}); output:\n{''.join(self.lines)}")

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from harness import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,8 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.timeout(600)
 def test_wheel_installs_and_serves_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     env = {**os.environ, "CARGO_TARGET_DIR": str(ROOT / "target")}  # reuse the compiled crates
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(tmp_path / "dist"), "-q"],
-                   check=True, env=env, timeout=540)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(tmp_path / "dist"), "-q"],
+        check=True,
+        env=env,
+        timeout=540,
+    )
     wheels = list((tmp_path / "dist").glob("pyqueue-*.whl"))
     assert len(wheels) == 1, wheels
     venv = tmp_path / "venv"
@@ -34,8 +37,14 @@ def test_wheel_installs_and_serves_in_a_fresh_virtualenv(tmp_path: Path) -> None
     server.start()
     try:
         script = "import pyqueue, sys; c = pyqueue.Client(sys.argv[1]); print(c.get_job(c.enqueue('t', {'a': 1}).id).payload)"
-        out = subprocess.run([str(python), "-c", script, server.address], capture_output=True, text=True,
-                             env=clean_env, cwd=tmp_path, timeout=60)
+        out = subprocess.run(
+            [str(python), "-c", script, server.address],
+            capture_output=True,
+            text=True,
+            env=clean_env,
+            cwd=tmp_path,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "{'a': 1}"
         assert server.stop() == 0

@@ -34,7 +34,10 @@ impl<T> Default for Coalescer<T> {
 impl<T> Coalescer<T> {
     pub fn new() -> Self {
         Self {
-            state: Mutex::new(State { items: VecDeque::new(), closed: false }),
+            state: Mutex::new(State {
+                items: VecDeque::new(),
+                closed: false,
+            }),
             ready: Condvar::new(),
         }
     }

@@ -14,7 +14,12 @@ use pyo3::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-create_exception!(_native, CoalescerClosed, PyException, "The coalescer was closed: no more requests are taken.");
+create_exception!(
+    _native,
+    CoalescerClosed,
+    PyException,
+    "The coalescer was closed: no more requests are taken."
+);
 
 fn closed_error() -> PyErr {
     CoalescerClosed::new_err("the writer is shutting down and takes no more requests")
@@ -30,7 +35,9 @@ struct ReadyIndex {
 impl ReadyIndex {
     #[new]
     fn new() -> Self {
-        Self { inner: CoreReadyIndex::new() }
+        Self {
+            inner: CoreReadyIndex::new(),
+        }
     }
 
     fn insert(&self, queue: &str, priority: u16, job_id: u64) {
@@ -90,11 +97,16 @@ struct Selection {
 impl Selection {
     /// Remove and return up to `max` job ids, most urgent first, across the selected queues.
     fn claim(&self, max: usize) -> Vec<u64> {
-        claim(&self.lanes, max).into_iter().map(|(_, (_, id))| id).collect()
+        claim(&self.lanes, max)
+            .into_iter()
+            .map(|(_, (_, id))| id)
+            .collect()
     }
 
     fn has_ready(&self) -> bool {
-        self.lanes.iter().any(|lane| !lane.is_paused() && !lane.is_empty())
+        self.lanes
+            .iter()
+            .any(|lane| !lane.is_paused() && !lane.is_empty())
     }
 }
 
@@ -108,7 +120,9 @@ struct TimerSet {
 impl TimerSet {
     #[new]
     fn new() -> Self {
-        Self { inner: CoreTimerSet::new() }
+        Self {
+            inner: CoreTimerSet::new(),
+        }
     }
 
     fn insert(&self, due_ms: i64, job_id: u64) {
@@ -152,7 +166,9 @@ struct ClaimToken {
 impl ClaimToken {
     #[new]
     fn new() -> Self {
-        Self { inner: CoreClaimToken::new() }
+        Self {
+            inner: CoreClaimToken::new(),
+        }
     }
 
     fn try_claim(&self) -> bool {
@@ -175,7 +191,9 @@ struct Coalescer {
 impl Coalescer {
     #[new]
     fn new() -> Self {
-        Self { inner: CoreCoalescer::new() }
+        Self {
+            inner: CoreCoalescer::new(),
+        }
     }
 
     fn push(&self, item: Py<PyAny>) -> PyResult<()> {

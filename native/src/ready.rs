@@ -64,7 +64,9 @@ pub fn claim(lanes: &[Arc<Lane>], max: usize) -> Vec<(usize, ReadyKey)> {
             if let Some(front) = lane.set.front() {
                 let better = match &best {
                     None => true,
-                    Some((_, current)) => *front.value() < *crossbeam_skiplist::set::Entry::value(current),
+                    Some((_, current)) => {
+                        *front.value() < *crossbeam_skiplist::set::Entry::value(current)
+                    }
                 };
                 if better {
                     best = Some((i, front));
@@ -99,7 +101,12 @@ impl ReadyIndex {
         if let Some(lane) = self.lanes.read().unwrap().get(queue) {
             return lane.clone();
         }
-        self.lanes.write().unwrap().entry(queue.to_owned()).or_default().clone()
+        self.lanes
+            .write()
+            .unwrap()
+            .entry(queue.to_owned())
+            .or_default()
+            .clone()
     }
 
     pub fn insert(&self, queue: &str, key: ReadyKey) {
@@ -114,11 +121,20 @@ impl ReadyIndex {
     }
 
     pub fn len(&self, queue: &str) -> usize {
-        self.lanes.read().unwrap().get(queue).map_or(0, |lane| lane.len())
+        self.lanes
+            .read()
+            .unwrap()
+            .get(queue)
+            .map_or(0, |lane| lane.len())
     }
 
     pub fn total(&self) -> usize {
-        self.lanes.read().unwrap().values().map(|lane| lane.len()).sum()
+        self.lanes
+            .read()
+            .unwrap()
+            .values()
+            .map(|lane| lane.len())
+            .sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -180,8 +196,8 @@ mod tests {
             index.insert("q", (0, id));
         }
         let lane = index.lane("q");
-        assert_eq!(claim(&[lane.clone()], 2).len(), 2);
-        assert_eq!(claim(&[lane.clone()], 10).len(), 3);
+        assert_eq!(claim(std::slice::from_ref(&lane), 2).len(), 2);
+        assert_eq!(claim(std::slice::from_ref(&lane), 10).len(), 3);
         assert!(claim(&[lane], 10).is_empty());
     }
 

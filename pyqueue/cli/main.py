@@ -7,8 +7,13 @@ from pyqueue.cli.serve import serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "PYQUEUE"})
-@click.option("--address", envvar="PYQUEUE_ADDRESS", default="127.0.0.1:7411", show_default=True,
-              help="The server to talk to (env PYQUEUE_ADDRESS).")
+@click.option(
+    "--address",
+    envvar="PYQUEUE_ADDRESS",
+    default="127.0.0.1:7411",
+    show_default=True,
+    help="The server to talk to (env PYQUEUE_ADDRESS).",
+)
 @click.pass_context
 def main(ctx: click.Context, address: str) -> None:
     """pyqueue: a durable job queue for Python teams."""

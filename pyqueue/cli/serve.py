@@ -7,24 +7,60 @@ import click
 
 
 @click.command()
-@click.option("--data-dir", type=click.Path(path_type=Path), default="./pyqueue-data", show_default=True,
-              help="Where the RocksDB store lives.")
-@click.option("--listen", default="127.0.0.1:7411", show_default=True, help="HOST:PORT to listen on (port 0: any).")
-@click.option("--commit-mode", type=click.Choice(["fsync", "buffered"]), default="fsync", show_default=True,
-              help="fsync: answer once on disk. buffered: once written to the OS.")
-@click.option("--heartbeat", "heartbeat_s", type=float, default=3.0, show_default=True,
-              help="Seconds of silence on a Take stream before the server sends a heartbeat.")
-@click.option("--worker-timeout", "worker_timeout_s", type=float, default=15.0, show_default=True,
-              help="Seconds after which a silent worker host is declared gone (keepalive, TCP_USER_TIMEOUT).")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default="./pyqueue-data",
+    show_default=True,
+    help="Where the RocksDB store lives.",
+)
+@click.option(
+    "--listen", default="127.0.0.1:7411", show_default=True, help="HOST:PORT to listen on (port 0: any)."
+)
+@click.option(
+    "--commit-mode",
+    type=click.Choice(["fsync", "buffered"]),
+    default="fsync",
+    show_default=True,
+    help="fsync: answer once on disk. buffered: once written to the OS.",
+)
+@click.option(
+    "--heartbeat",
+    "heartbeat_s",
+    type=float,
+    default=3.0,
+    show_default=True,
+    help="Seconds of silence on a Take stream before the server sends a heartbeat.",
+)
+@click.option(
+    "--worker-timeout",
+    "worker_timeout_s",
+    type=float,
+    default=15.0,
+    show_default=True,
+    help="Seconds after which a silent worker host is declared gone (keepalive, TCP_USER_TIMEOUT).",
+)
 @click.option("--max-payload-bytes", type=int, default=1 << 20, show_default=True)
 @click.option("--max-jobs-per-enqueue", type=int, default=1000, show_default=True)
 @click.option("--max-name-length", type=int, default=128, show_default=True)
 @click.option("--max-prefetch", type=int, default=10_000, show_default=True)
-@click.option("--max-retries", type=int, default=25, show_default=True, help="Default retries before a job is dead.")
+@click.option(
+    "--max-retries", type=int, default=25, show_default=True, help="Default retries before a job is dead."
+)
 @click.option("--log-level", default="info", show_default=True)
-def serve(data_dir: Path, listen: str, commit_mode: str, heartbeat_s: float, worker_timeout_s: float,
-          max_payload_bytes: int, max_jobs_per_enqueue: int, max_name_length: int, max_prefetch: int,
-          max_retries: int, log_level: str) -> None:
+def serve(
+    data_dir: Path,
+    listen: str,
+    commit_mode: str,
+    heartbeat_s: float,
+    worker_timeout_s: float,
+    max_payload_bytes: int,
+    max_jobs_per_enqueue: int,
+    max_name_length: int,
+    max_prefetch: int,
+    max_retries: int,
+    log_level: str,
+) -> None:
     """Run the server on an embedded store in DATA_DIR."""
     from pyqueue.engine.limits import Limits
     from pyqueue.engine.retry import RetryPolicy
@@ -32,9 +68,20 @@ def serve(data_dir: Path, listen: str, commit_mode: str, heartbeat_s: float, wor
     from pyqueue.server import serve as run_server
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    limits = Limits(max_payload_bytes=max_payload_bytes, max_jobs_per_enqueue=max_jobs_per_enqueue,
-                    max_name_length=max_name_length, max_prefetch=max_prefetch)
-    run_server(ServerConfig(
-        data_dir=data_dir, listen=listen, commit_mode=commit_mode, heartbeat_s=heartbeat_s,
-        worker_timeout_s=worker_timeout_s, limits=limits, retry=RetryPolicy(max_retries=max_retries),
-    ))
+    limits = Limits(
+        max_payload_bytes=max_payload_bytes,
+        max_jobs_per_enqueue=max_jobs_per_enqueue,
+        max_name_length=max_name_length,
+        max_prefetch=max_prefetch,
+    )
+    run_server(
+        ServerConfig(
+            data_dir=data_dir,
+            listen=listen,
+            commit_mode=commit_mode,
+            heartbeat_s=heartbeat_s,
+            worker_timeout_s=worker_timeout_s,
+            limits=limits,
+            retry=RetryPolicy(max_retries=max_retries),
+        )
+    )

@@ -34,21 +34,30 @@ class Client:
         self.timeout = timeout
         self._channel = grpc.insecure_channel(
             self.address,
-            options=[("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20),
-                     ("grpc.keepalive_time_ms", 10_000), ("grpc.keepalive_timeout_ms", 10_000)],
+            options=[
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.max_send_message_length", 64 << 20),
+                ("grpc.keepalive_time_ms", 10_000),
+                ("grpc.keepalive_timeout_ms", 10_000),
+            ],
         )
         self._stub = pb_grpc.QueueStub(self._channel)
 
-    def enqueue(self, type: str, payload: Any = None, *, queue: str = "default",
-                priority: int = DEFAULT_PRIORITY) -> Job:
+    def enqueue(
+        self, type: str, payload: Any = None, *, queue: str = "default", priority: int = DEFAULT_PRIORITY
+    ) -> Job:
         """Enqueue one job; returns once it is committed (fsync'd in the default commit mode)."""
-        return self.enqueue_many([{"type": type, "payload": payload, "queue": queue, "priority": priority}])[0]
+        return self.enqueue_many([{"type": type, "payload": payload, "queue": queue, "priority": priority}])[
+            0
+        ]
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Enqueue many jobs in one call, all or nothing. Each is a mapping with `type` and optionally
         `payload`, `queue` and `priority`."""
         messages = [
-            _new_job(j["type"], j.get("payload"), j.get("queue", "default"), j.get("priority", DEFAULT_PRIORITY))
+            _new_job(
+                j["type"], j.get("payload"), j.get("queue", "default"), j.get("priority", DEFAULT_PRIORITY)
+            )
             for j in jobs
         ]
         try:
@@ -56,9 +65,19 @@ class Client:
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
         return [
-            Job(id=e.id, type=m.type, queue=m.queue, priority=m.priority,
-                payload=codec.decode(m.payload, m.content_type), content_type=m.content_type, status="ready",
-                attempts=0, created_at=None, updated_at=None, run_at=None)
+            Job(
+                id=e.id,
+                type=m.type,
+                queue=m.queue,
+                priority=m.priority,
+                payload=codec.decode(m.payload, m.content_type),
+                content_type=m.content_type,
+                status="ready",
+                attempts=0,
+                created_at=None,
+                updated_at=None,
+                run_at=None,
+            )
             for e, m in zip(response.jobs, messages, strict=True)
         ]
 

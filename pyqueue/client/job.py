@@ -10,7 +10,7 @@ from pyqueue.v1 import queue_pb2 as pb
 if TYPE_CHECKING:
     from pyqueue.client.take import TakeStream
 
-STATUS_NAMES = {
+STATUS_NAMES: dict[int, str] = {
     pb.JOB_STATUS_SCHEDULED: "scheduled",
     pb.JOB_STATUS_READY: "ready",
     pb.JOB_STATUS_IN_FLIGHT: "in_flight",
@@ -44,11 +44,19 @@ class Job:
     @classmethod
     def from_pb(cls, message: pb.Job, stream: "TakeStream | None" = None) -> "Job":
         return cls(
-            id=message.id, type=message.type, queue=message.queue, priority=message.priority,
-            payload=codec.decode(message.payload, message.content_type), content_type=message.content_type,
-            status=STATUS_NAMES.get(message.status, "unknown"), attempts=message.attempts,
-            created_at=_time(message.created_at_ms), updated_at=_time(message.updated_at_ms),
-            run_at=_time(message.run_at_ms), lease=message.lease, _stream=stream,
+            id=message.id,
+            type=message.type,
+            queue=message.queue,
+            priority=message.priority,
+            payload=codec.decode(message.payload, message.content_type),
+            content_type=message.content_type,
+            status=STATUS_NAMES.get(message.status, "unknown"),
+            attempts=message.attempts,
+            created_at=_time(message.created_at_ms),
+            updated_at=_time(message.updated_at_ms),
+            run_at=_time(message.run_at_ms),
+            lease=message.lease,
+            _stream=stream,
         )
 
     def _taken(self) -> "TakeStream":
@@ -62,8 +70,15 @@ class Job:
         if wait:
             future.result()
 
-    def fail(self, message: str, *, kill: bool = False, error_type: str = "", backtrace: str = "",
-             wait: bool = True) -> str | None:
+    def fail(
+        self,
+        message: str,
+        *,
+        kill: bool = False,
+        error_type: str = "",
+        backtrace: str = "",
+        wait: bool = True,
+    ) -> str | None:
         """Report a failed attempt; `kill` makes the job dead at once. Returns the job's new status."""
         future = self._taken().fail(self.id, message, kill=kill, error_type=error_type, backtrace=backtrace)
         return future.result() if wait else None
@@ -71,8 +86,14 @@ class Job:
     def to_dict(self) -> dict[str, Any]:
         payload = self.payload if not isinstance(self.payload, bytes) else self.payload.hex()
         return {
-            "id": self.id, "type": self.type, "queue": self.queue, "priority": self.priority, "payload": payload,
-            "content_type": self.content_type, "status": self.status, "attempts": self.attempts,
+            "id": self.id,
+            "type": self.type,
+            "queue": self.queue,
+            "priority": self.priority,
+            "payload": payload,
+            "content_type": self.content_type,
+            "status": self.status,
+            "attempts": self.attempts,
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
             "run_at": self.run_at.isoformat() if self.run_at else None,

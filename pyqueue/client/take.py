@@ -26,8 +26,9 @@ _END = object()
 class TakeStream:
     """Iterate to receive jobs; `job.ack()` / `job.fail()` answer on the same stream."""
 
-    def __init__(self, stub: pb_grpc.QueueStub, queues: list[str], prefetch: int,
-                 stale_after_s: float = 30.0) -> None:
+    def __init__(
+        self, stub: pb_grpc.QueueStub, queues: list[str], prefetch: int, stale_after_s: float = 30.0
+    ) -> None:
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._acks: dict[int, Future[None]] = {}
@@ -70,14 +71,16 @@ class TakeStream:
         self._outbox.put(job_id)
         return future
 
-    def fail(self, job_id: int, message: str, *, kill: bool = False, error_type: str = "",
-             backtrace: str = "") -> "Future[str]":
+    def fail(
+        self, job_id: int, message: str, *, kill: bool = False, error_type: str = "", backtrace: str = ""
+    ) -> "Future[str]":
         future: Future[str] = Future()
         with self._lock:
             self._check_open()
             self._fails[job_id] = future
-        self._outbox.put(pb.Failure(id=job_id, message=message, error_type=error_type, backtrace=backtrace,
-                                    kill=kill))
+        self._outbox.put(
+            pb.Failure(id=job_id, message=message, error_type=error_type, backtrace=backtrace, kill=kill)
+        )
         return future
 
     def _check_open(self) -> None:
@@ -110,7 +113,7 @@ class TakeStream:
         finally:
             failure = self._error or Unavailable("the take stream ended")
             with self._lock:
-                pending = list(self._acks.values()) + list(self._fails.values())
+                pending: list[Future[Any]] = [*self._acks.values(), *self._fails.values()]
                 self._acks.clear()
                 self._fails.clear()
             for future in pending:
@@ -140,7 +143,7 @@ class TakeStream:
             except queue.Empty:
                 if time.monotonic() - self.last_heard > self._stale_after_s:
                     self._error = Unavailable(f"no word from the server for {self._stale_after_s:.0f}s")
-                    self._call.cancel()
+                    self._call.cancel()  # type: ignore[no-untyped-call]
                     raise self._error from None
                 if deadline is not None and time.monotonic() >= deadline:
                     return None
@@ -168,7 +171,7 @@ class TakeStream:
         self._outbox.put(_CLOSE)
         self._reader.join(timeout)
         if self._reader.is_alive():
-            self._call.cancel()
+            self._call.cancel()  # type: ignore[no-untyped-call]
             self._reader.join(timeout)
 
     def __enter__(self) -> "TakeStream":

@@ -2,11 +2,28 @@
 hints. It knows no transport; see engine.Engine for the facade."""
 
 from pyqueue.engine.engine import Engine, EngineConfig
-from pyqueue.engine.errors import EngineError, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
+from pyqueue.engine.errors import (
+    EngineError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+)
 from pyqueue.engine.limits import Limits
 from pyqueue.engine.model import Failure, JobView, NewJob, Outcome, Rejection
 
 __all__ = [
-    "Engine", "EngineConfig", "EngineError", "FailedPrecondition", "Failure", "InvalidArgument", "JobView",
-    "Limits", "NewJob", "NotFound", "Outcome", "Rejection", "ResourceExhausted",
+    "Engine",
+    "EngineConfig",
+    "EngineError",
+    "FailedPrecondition",
+    "Failure",
+    "InvalidArgument",
+    "JobView",
+    "Limits",
+    "NewJob",
+    "NotFound",
+    "Outcome",
+    "Rejection",
+    "ResourceExhausted",
 ]

@@ -27,7 +27,7 @@ from pyqueue.store.contract import Store, StoreFullError
 
 log = logging.getLogger("pyqueue.committer")
 
-Post = Callable[[Callable[[], None]], None]
+Post = Callable[[Callable[[], None]], object]
 """Runs a completion where callers wait (the server passes loop.call_soon_threadsafe)."""
 
 

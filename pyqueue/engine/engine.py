@@ -49,7 +49,9 @@ class EngineConfig:
 
 
 class Engine:
-    def __init__(self, store: Store, config: EngineConfig = EngineConfig(), clock: Clock = system_clock) -> None:
+    def __init__(
+        self, store: Store, config: EngineConfig = EngineConfig(), clock: Clock = system_clock
+    ) -> None:
         self.store = store
         self.config = config
         self.clock = clock
@@ -69,7 +71,10 @@ class Engine:
         last = self.store.last_key(Family.DATA, *keys.job_range())
         self.ids.last = keys.id_suffix(last) if last else 0
         self._committer = Committer(
-            self.store, self.clock, durable=self.config.durable, post=loop.call_soon_threadsafe,
+            self.store,
+            self.clock,
+            durable=self.config.durable,
+            post=loop.call_soon_threadsafe,
             on_fatal=self.config.on_fatal,
         )
         self._committer.start()
@@ -94,8 +99,12 @@ class Engine:
             self.config.on_fatal(exc)
             raise
         self.rebuilt = True
-        log.info("rebuilt the in-memory sets: %d ready, %d scheduled jobs in %.2fs",
-                 ready, scheduled, time.perf_counter() - started)
+        log.info(
+            "rebuilt the in-memory sets: %d ready, %d scheduled jobs in %.2fs",
+            ready,
+            scheduled,
+            time.perf_counter() - started,
+        )
         self.dispatcher.wake_all()
         next_due = self.memory.scheduled.next_due()
         if next_due is not None and self._scheduler is not None:
@@ -124,8 +133,9 @@ class Engine:
         return await request.future
 
     # Producers.
-    def new_job(self, index: int, type_: str, queue: str, priority: int | None, payload: bytes,
-                content_type: str = "") -> NewJob:
+    def new_job(
+        self, index: int, type_: str, queue: str, priority: int | None, payload: bytes, content_type: str = ""
+    ) -> NewJob:
         """Validate one job of an enqueue request against the limits."""
         limits = self.config.limits
         limits.check_name(f"job {index}: type", type_)
@@ -157,7 +167,9 @@ class Engine:
         if not queues:
             raise InvalidArgument("subscribe to at least one queue")
         if len(queues) > limits.max_queues_per_stream:
-            raise InvalidArgument(f"{len(queues)} queues on one stream; the limit is {limits.max_queues_per_stream}")
+            raise InvalidArgument(
+                f"{len(queues)} queues on one stream; the limit is {limits.max_queues_per_stream}"
+            )
         for queue in queues:
             limits.check_name("queue", queue)
         limits.check_prefetch(prefetch)

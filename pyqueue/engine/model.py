@@ -1,8 +1,8 @@
 """Values that cross the engine's boundary: what callers hand in and what they get back."""
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-import time
 
 from pyqueue.store.records import JobRecord
 

@@ -11,7 +11,7 @@ import copy
 import json
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.memory import Memory
@@ -62,8 +62,14 @@ class Enqueue(_Request):
         now = view.now_ms
         for job in self.jobs:
             record = JobRecord(
-                id=self.ids.next(now), status=Status.READY, queue=job.queue, type=job.type,
-                priority=job.priority, created_ms=now, updated_ms=now, content_type=job.content_type,
+                id=self.ids.next(now),
+                status=Status.READY,
+                queue=job.queue,
+                type=job.type,
+                priority=job.priority,
+                created_ms=now,
+                updated_ms=now,
+                content_type=job.content_type,
             )
             view.create(record, job.payload)
             self.records.append(record)
@@ -73,11 +79,8 @@ class Enqueue(_Request):
         self.memory.became_ready(self.records)
 
 
-class Holder:
+class Holder(Protocol):
     """What a claimer must provide: where its leases are recorded."""
-
-    inflight: dict[int, int]
-    closed: bool
 
     def delivered(self, records: Sequence[JobRecord]) -> None: ...
 
@@ -115,20 +118,24 @@ class Claim(_Request):
 
     def on_error(self) -> None:
         # The keys left memory but the write failed: give them back so another stream can try.
-        self.memory.became_ready(
-            r for r in self.taken if r is not None
-        )
+        self.memory.became_ready(r for r in self.taken if r is not None)
 
 
 def _check_lease(record: JobRecord | None, job_id: int, lease: int | None) -> Rejection | None:
     if lease is None:
-        return Rejection(job_id, "FAILED_PRECONDITION",
-                         f"job {job_id} is not in flight on this stream (acked already, or never delivered here)")
+        return Rejection(
+            job_id,
+            "FAILED_PRECONDITION",
+            f"job {job_id} is not in flight on this stream (acked already, or never delivered here)",
+        )
     if record is None:
         return Rejection(job_id, "NOT_FOUND", f"job {job_id} no longer exists")
     if record.status != Status.IN_FLIGHT or record.lease != lease:
-        return Rejection(job_id, "FAILED_PRECONDITION",
-                         f"job {job_id}'s lease {lease} is no longer current (the job is {record.status.label})")
+        return Rejection(
+            job_id,
+            "FAILED_PRECONDITION",
+            f"job {job_id}'s lease {lease} is no longer current (the job is {record.status.label})",
+        )
     return None
 
 
@@ -156,8 +163,13 @@ class Ack(_Request):
 class Fail(_Request):
     """Record a failed attempt: an error record, then a retry at the backoff time, or dead."""
 
-    def __init__(self, failures: Sequence[tuple[Failure, int | None]], memory: Memory, policy: RetryPolicy,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        failures: Sequence[tuple[Failure, int | None]],
+        memory: Memory,
+        policy: RetryPolicy,
+        rng: random.Random | None = None,
+    ) -> None:
         super().__init__()
         self.failures = failures
         self.memory = memory
@@ -190,10 +202,17 @@ class Fail(_Request):
         self.memory.became_scheduled(self.scheduled)
 
 
-def write_error(view: BatchView, record: JobRecord, kind: str, message: str, error_type: str = "",
-                backtrace: str = "") -> None:
-    entry = {"attempt": record.attempts, "at_ms": view.now_ms, "kind": kind, "message": message,
-             "error_type": error_type, "backtrace": backtrace}
+def write_error(
+    view: BatchView, record: JobRecord, kind: str, message: str, error_type: str = "", backtrace: str = ""
+) -> None:
+    entry = {
+        "attempt": record.attempts,
+        "at_ms": view.now_ms,
+        "kind": kind,
+        "message": message,
+        "error_type": error_type,
+        "backtrace": backtrace,
+    }
     view.batch.put(Family.DATA, keys.error_key(record.id, record.attempts), json.dumps(entry).encode())
 
 
@@ -202,7 +221,9 @@ class Requeue(_Request):
 
     needs_sync = False
 
-    def __init__(self, leases: Sequence[tuple[int, int | None]], memory: Memory, *, worker_lost: bool) -> None:
+    def __init__(
+        self, leases: Sequence[tuple[int, int | None]], memory: Memory, *, worker_lost: bool
+    ) -> None:
         super().__init__()
         self.leases = leases
         self.memory = memory
@@ -256,7 +277,15 @@ class Promote(_Request):
 
     def on_error(self) -> None:
         self.memory.became_scheduled(
-            JobRecord(id=job_id, status=Status.SCHEDULED, queue="", type="", priority=0, created_ms=0,
-                      updated_ms=0, run_at_ms=due_ms)
+            JobRecord(
+                id=job_id,
+                status=Status.SCHEDULED,
+                queue="",
+                type="",
+                priority=0,
+                created_ms=0,
+                updated_ms=0,
+                run_at_ms=due_ms,
+            )
             for due_ms, job_id in self.due
         )

@@ -6,6 +6,7 @@ then the announcement). Tests drive `run_once` with an injected clock.
 """
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -72,7 +73,5 @@ class Scheduler:
             self._rearm.clear()
             self._alarm_ms = self._scheduled.next_due()
             timeout = None if self._alarm_ms is None else max(0.0, (self._alarm_ms - self._clock()) / 1000)
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._rearm.wait(), timeout)
-            except TimeoutError:
-                pass

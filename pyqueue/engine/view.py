@@ -59,7 +59,12 @@ class BatchView:
         """Write `new` over `old` (as read from this view), moving its index entries."""
         new.updated_ms = self.now_ms
         self.batch.put(Family.DATA, keys.job_key(new.id), new.encode())
-        if (old.status, old.priority, old.run_at_ms, old.queue) != (new.status, new.priority, new.run_at_ms, new.queue):
+        if (old.status, old.priority, old.run_at_ms, old.queue) != (
+            new.status,
+            new.priority,
+            new.run_at_ms,
+            new.queue,
+        ):
             if old.status != new.status:
                 self.batch.delete(Family.INDEX, keys.status_key(old.status, old.id))
             self.batch.put(Family.INDEX, keys.status_key(new.status, new.id), new.status_value())

@@ -37,7 +37,7 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     server = grpc.aio.server(options=config.grpc_options())
     service = QueueService(engine, config)
     pb_grpc.add_QueueServicer_to_server(service, server)
-    health_service = health.aio.HealthServicer()
+    health_service = health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
     names = (pb.DESCRIPTOR.services_by_name["Queue"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
     reflection.enable_server_reflection(names, server)
@@ -47,7 +47,13 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     await server.start()
     await health_service.set("", health_pb2.HealthCheckResponse.SERVING)
     host = config.listen.rsplit(":", 1)[0]
-    log.info("pyqueue listening on %s:%d (data %s, commit mode %s)", host, port, config.data_dir, config.commit_mode)
+    log.info(
+        "pyqueue listening on %s:%d (data %s, commit mode %s)",
+        host,
+        port,
+        config.data_dir,
+        config.commit_mode,
+    )
 
     await stop.wait()
     log.info("shutting down: finishing calls in hand")

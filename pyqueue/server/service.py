@@ -1,11 +1,9 @@
 """The Queue servicer: protobuf in, engine calls, protobuf out."""
 
-import grpc.aio
-
 from pyqueue.engine import Engine, EngineError
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import job_to_pb
-from pyqueue.server.status import abort
+from pyqueue.server.status import Context, abort
 from pyqueue.server.take import TakeStream
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -17,13 +15,19 @@ class QueueService(pb_grpc.QueueServicer):
         self.config = config
         self.streams: set[TakeStream] = set()
 
-    async def Enqueue(self, request: pb.EnqueueRequest, context: grpc.aio.ServicerContext) -> pb.EnqueueResponse:
+    async def Enqueue(self, request: pb.EnqueueRequest, context: Context) -> pb.EnqueueResponse:
         engine = self.engine
         try:
             engine.config.limits.check_batch_size(len(request.jobs))
             jobs = [
-                engine.new_job(i, j.type, j.queue, j.priority if j.HasField("priority") else None, j.payload,
-                               j.content_type)
+                engine.new_job(
+                    i,
+                    j.type,
+                    j.queue,
+                    j.priority if j.HasField("priority") else None,
+                    j.payload,
+                    j.content_type,
+                )
                 for i, j in enumerate(request.jobs)
             ]
             ids = await engine.enqueue(jobs)
@@ -31,13 +35,13 @@ class QueueService(pb_grpc.QueueServicer):
             await abort(context, exc)
         return pb.EnqueueResponse(jobs=[pb.Enqueued(id=job_id) for job_id in ids])
 
-    async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
+    async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:
         try:
             return job_to_pb(self.engine.get_job(request.id))
         except EngineError as exc:
             await abort(context, exc)
 
-    async def Take(self, request_iterator: object, context: grpc.aio.ServicerContext) -> None:
+    async def Take(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
         stream = TakeStream(self.engine, context, self.config.heartbeat_s)
         self.streams.add(stream)
         try:

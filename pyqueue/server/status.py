@@ -1,11 +1,14 @@
 """Engine errors to gRPC status codes: the one place where that mapping lives."""
 
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import grpc
 import grpc.aio
 
 from pyqueue.engine import errors
+
+Context = grpc.aio.ServicerContext[Any, Any]
+EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from the stubs
 
 _CODES: dict[type[errors.EngineError], grpc.StatusCode] = {
     errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -23,6 +26,6 @@ def code_for(error: errors.EngineError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-async def abort(context: grpc.aio.ServicerContext, error: errors.EngineError) -> NoReturn:
+async def abort(context: Context, error: errors.EngineError) -> NoReturn:
     await context.abort(code_for(error), str(error))
     raise AssertionError("unreachable: abort raises")

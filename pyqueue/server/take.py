@@ -17,12 +17,12 @@ import grpc.aio
 from pyqueue.engine import Engine, EngineError, Failure
 from pyqueue.engine.consumer import Consumer
 from pyqueue.server.convert import ack_result, fail_result, job_to_pb
-from pyqueue.server.status import abort
+from pyqueue.server.status import EOF, Context, abort
 from pyqueue.v1 import queue_pb2 as pb
 
 
 class TakeStream:
-    def __init__(self, engine: Engine, context: grpc.aio.ServicerContext, heartbeat_s: float) -> None:
+    def __init__(self, engine: Engine, context: Context, heartbeat_s: float) -> None:
         self.engine = engine
         self.context = context
         self.heartbeat_s = heartbeat_s
@@ -34,11 +34,12 @@ class TakeStream:
 
     async def run(self) -> None:
         first = await self.context.read()
-        if first is grpc.aio.EOF:
+        if first is EOF:
             return
         if first.WhichOneof("kind") != "subscribe":
-            await self.context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                     "the first message on a Take stream must be a subscribe")
+            await self.context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "the first message on a Take stream must be a subscribe"
+            )
         try:
             self.consumer = self.engine.consumer(list(first.subscribe.queues), first.subscribe.prefetch)
         except EngineError as exc:
@@ -79,14 +80,16 @@ class TakeStream:
         try:
             while True:
                 message = await self.context.read()
-                if message is grpc.aio.EOF:
+                if message is EOF:
                     break
                 kind = message.WhichOneof("kind")
                 if kind == "ack":
                     self._spawn(self._ack(list(message.ack.ids)))
                 elif kind == "fail":
-                    failures = [Failure(f.id, f.message, f.error_type, f.backtrace, f.kill)
-                                for f in message.fail.failures]
+                    failures = [
+                        Failure(f.id, f.message, f.error_type, f.backtrace, f.kill)
+                        for f in message.fail.failures
+                    ]
                     self._spawn(self._fail(failures))
                 else:
                     break  # a second subscribe is a protocol error: end the stream

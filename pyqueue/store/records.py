@@ -87,8 +87,20 @@ class JobRecord:
     @classmethod
     def decode(cls, job_id: int, raw: bytes) -> "JobRecord":
         try:
-            (version, status, priority, attempts, max_retries, lost, lease, timeout_ms, created, updated,
-             run_at, expires) = _HEAD.unpack_from(raw, 0)
+            (
+                version,
+                status,
+                priority,
+                attempts,
+                max_retries,
+                lost,
+                lease,
+                timeout_ms,
+                created,
+                updated,
+                run_at,
+                expires,
+            ) = _HEAD.unpack_from(raw, 0)
             if version != VERSION:
                 raise CorruptRecordError(f"job {job_id}: record version {version} is not {VERSION}")
             offset = _HEAD.size
@@ -101,10 +113,23 @@ class JobRecord:
             (n,) = _U32.unpack_from(raw, offset)
             options = bytes(raw[offset + 4 : offset + 4 + n])
             return cls(
-                id=job_id, status=Status(status), queue=texts[0], type=texts[1], priority=priority,
-                created_ms=created, updated_ms=updated, attempts=attempts, max_retries=max_retries,
-                lost=lost, lease=lease, timeout_ms=timeout_ms, run_at_ms=run_at, expires_ms=expires,
-                content_type=texts[2], unique_key=texts[3], options=options,
+                id=job_id,
+                status=Status(status),
+                queue=texts[0],
+                type=texts[1],
+                priority=priority,
+                created_ms=created,
+                updated_ms=updated,
+                attempts=attempts,
+                max_retries=max_retries,
+                lost=lost,
+                lease=lease,
+                timeout_ms=timeout_ms,
+                run_at_ms=run_at,
+                expires_ms=expires,
+                content_type=texts[2],
+                unique_key=texts[3],
+                options=options,
             )
         except (struct.error, ValueError, UnicodeDecodeError) as exc:
             raise CorruptRecordError(f"job {job_id}: undecodable record ({exc})") from exc

@@ -21,7 +21,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from pyqueue.store.contract import Family, StoreFullError
+from pyqueue.store.contract import Batch, Family, StoreFullError
 
 
 def _is_disk_full(exc: Exception) -> bool:
@@ -92,7 +92,8 @@ class RocksStore:
     def batch(self) -> RocksBatch:
         return RocksBatch(self._handles)
 
-    def write(self, batch: RocksBatch) -> None:  # type: ignore[override]
+    def write(self, batch: Batch) -> None:
+        assert isinstance(batch, RocksBatch), "a batch from another store"
         try:
             self._db.write(batch.wb, self._write_options)
         except Exception as exc:
@@ -113,7 +114,9 @@ class RocksStore:
     def get_many(self, family: Family, keys: Sequence[bytes]) -> list[bytes | None]:
         if not keys:
             return []
-        return list(self._families[family].get(list(keys)))
+        values = self._families[family].get(list(keys))
+        assert values is not None
+        return list(values)
 
     def scan(
         self, family: Family, lo: bytes, hi: bytes, *, reverse: bool = False

@@ -8,15 +8,22 @@ import pyqueue
 
 
 def run(server, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
-    result = subprocess.run([sys.executable, "-m", "pyqueue", "--address", server.address, *args],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-m", "pyqueue", "--address", server.address, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert (result.returncode == 0) == ok, result.stderr
     return result
 
 
 def test_enqueue_prints_the_id_and_job_shows_it(server) -> None:  # type: ignore[no-untyped-def]
-    job_id = int(run(server, "enqueue", "email.send", "--queue", "mail", "--payload", '{"to": "x"}',
-                     "--priority", "7").stdout)
+    job_id = int(
+        run(
+            server, "enqueue", "email.send", "--queue", "mail", "--payload", '{"to": "x"}', "--priority", "7"
+        ).stdout
+    )
     shown = json.loads(run(server, "job", str(job_id), "--json").stdout)
     assert shown["type"] == "email.send" and shown["queue"] == "mail" and shown["priority"] == 7
     assert shown["payload"] == {"to": "x"} and shown["status"] == "ready"
@@ -25,8 +32,13 @@ def test_enqueue_prints_the_id_and_job_shows_it(server) -> None:  # type: ignore
 
 
 def test_address_comes_from_the_environment(server) -> None:  # type: ignore[no-untyped-def]
-    result = subprocess.run([sys.executable, "-m", "pyqueue", "enqueue", "t"], capture_output=True, text=True,
-                            timeout=30, env={"PYQUEUE_ADDRESS": server.address, "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-m", "pyqueue", "enqueue", "t"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PYQUEUE_ADDRESS": server.address, "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr
     with pyqueue.Client(server.address) as client:
         assert client.get_job(int(result.stdout)).type == "t"

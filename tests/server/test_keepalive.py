@@ -8,8 +8,9 @@ import sys
 import textwrap
 import time
 
-import pyqueue
 from harness import ServerProcess
+
+import pyqueue
 
 HOLDER = textwrap.dedent("""
     import sys, pyqueue
@@ -26,8 +27,12 @@ def test_silent_worker_is_detected_within_the_worker_timeout(tmp_path) -> None: 
     try:
         with pyqueue.Client(server.address) as client:
             job_id = client.enqueue("t").id
-            worker = subprocess.Popen([sys.executable, "-c", HOLDER, server.address], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, text=True)
+            worker = subprocess.Popen(
+                [sys.executable, "-c", HOLDER, server.address],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             assert worker.stdout is not None
             assert worker.stdout.readline().split() == ["holding", str(job_id)]
             os.kill(worker.pid, signal.SIGSTOP)

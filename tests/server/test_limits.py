@@ -2,16 +2,25 @@
 
 import grpc
 import pytest
-
 from harness import ServerProcess
+
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 
 @pytest.fixture
 def small(tmp_path):  # type: ignore[no-untyped-def]
-    server = ServerProcess(tmp_path / "data", "--max-payload-bytes", "100", "--max-jobs-per-enqueue", "5",
-                           "--max-name-length", "10", "--max-prefetch", "50").start()
+    server = ServerProcess(
+        tmp_path / "data",
+        "--max-payload-bytes",
+        "100",
+        "--max-jobs-per-enqueue",
+        "5",
+        "--max-name-length",
+        "10",
+        "--max-prefetch",
+        "50",
+    ).start()
     channel = grpc.insecure_channel(server.address)
     yield pb_grpc.QueueStub(channel)
     channel.close()
@@ -24,15 +33,30 @@ def job(**fields) -> pb.NewJob:  # type: ignore[no-untyped-def]
 
 CASES = [
     ("empty batch", [], grpc.StatusCode.INVALID_ARGUMENT, "no jobs"),
-    ("too many jobs", [job() for _ in range(6)], grpc.StatusCode.RESOURCE_EXHAUSTED, "--max-jobs-per-enqueue"),
+    (
+        "too many jobs",
+        [job() for _ in range(6)],
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "--max-jobs-per-enqueue",
+    ),
     ("payload too big", [job(payload=b"x" * 101)], grpc.StatusCode.RESOURCE_EXHAUSTED, "--max-payload-bytes"),
     ("missing type", [pb.NewJob()], grpc.StatusCode.INVALID_ARGUMENT, "type name is empty"),
     ("type too long", [job(type="a" * 11)], grpc.StatusCode.INVALID_ARGUMENT, "--max-name-length"),
     ("bad queue chars", [job(queue="a b")], grpc.StatusCode.INVALID_ARGUMENT, "may hold only"),
     ("bad type chars", [job(type="é")], grpc.StatusCode.INVALID_ARGUMENT, "may hold only"),
     ("priority too high", [job(priority=65536)], grpc.StatusCode.INVALID_ARGUMENT, "0..65535"),
-    ("one bad job spoils the batch", [job(), job(queue="no/slash")], grpc.StatusCode.INVALID_ARGUMENT, "job 1"),
-    ("content type too long", [job(content_type="x" * 200)], grpc.StatusCode.INVALID_ARGUMENT, "content type"),
+    (
+        "one bad job spoils the batch",
+        [job(), job(queue="no/slash")],
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "job 1",
+    ),
+    (
+        "content type too long",
+        [job(content_type="x" * 200)],
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "content type",
+    ),
 ]
 
 
@@ -44,8 +68,9 @@ def test_enqueue_refusals_write_nothing(small, name, jobs, code, hint) -> None: 
     assert hint in info.value.details()
     # Nothing was written: the only job a fresh enqueue creates is the first one delivered.
     marker = small.Enqueue(pb.EnqueueRequest(jobs=[job(type="marker")]), timeout=10).jobs[0].id
-    responses = small.Take(iter([pb.TakeRequest(subscribe=pb.Subscribe(queues=["default", "a"], prefetch=50))]),
-                           timeout=5)
+    responses = small.Take(
+        iter([pb.TakeRequest(subscribe=pb.Subscribe(queues=["default", "a"], prefetch=50))]), timeout=5
+    )
     first = next(r for r in responses if r.WhichOneof("kind") == "jobs")
     assert [j.id for j in first.jobs.jobs] == [marker]
     responses.cancel()
@@ -57,13 +82,16 @@ def test_get_unknown_job_is_not_found(small) -> None:  # type: ignore[no-untyped
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-@pytest.mark.parametrize(("first", "hint"), [
-    (pb.TakeRequest(ack=pb.Ack(ids=[1])), "first message"),
-    (pb.TakeRequest(subscribe=pb.Subscribe(queues=[], prefetch=1)), "at least one queue"),
-    (pb.TakeRequest(subscribe=pb.Subscribe(queues=["q"], prefetch=0)), "prefetch 0"),
-    (pb.TakeRequest(subscribe=pb.Subscribe(queues=["q"], prefetch=51)), "--max-prefetch"),
-    (pb.TakeRequest(subscribe=pb.Subscribe(queues=["bad name"], prefetch=1)), "may hold only"),
-])
+@pytest.mark.parametrize(
+    ("first", "hint"),
+    [
+        (pb.TakeRequest(ack=pb.Ack(ids=[1])), "first message"),
+        (pb.TakeRequest(subscribe=pb.Subscribe(queues=[], prefetch=1)), "at least one queue"),
+        (pb.TakeRequest(subscribe=pb.Subscribe(queues=["q"], prefetch=0)), "prefetch 0"),
+        (pb.TakeRequest(subscribe=pb.Subscribe(queues=["q"], prefetch=51)), "--max-prefetch"),
+        (pb.TakeRequest(subscribe=pb.Subscribe(queues=["bad name"], prefetch=1)), "may hold only"),
+    ],
+)
 def test_malformed_take_streams_are_refused(small, first, hint) -> None:  # type: ignore[no-untyped-def]
     responses = small.Take(iter([first]), timeout=10)
     with pytest.raises(grpc.RpcError) as info:
@@ -74,10 +102,12 @@ def test_malformed_take_streams_are_refused(small, first, hint) -> None:  # type
 
 def test_ack_of_a_job_not_held_is_rejected_per_job(small) -> None:  # type: ignore[no-untyped-def]
     job_id = small.Enqueue(pb.EnqueueRequest(jobs=[job()]), timeout=10).jobs[0].id
-    requests = iter([
-        pb.TakeRequest(subscribe=pb.Subscribe(queues=["other"], prefetch=1)),
-        pb.TakeRequest(ack=pb.Ack(ids=[job_id])),
-    ])
+    requests = iter(
+        [
+            pb.TakeRequest(subscribe=pb.Subscribe(queues=["other"], prefetch=1)),
+            pb.TakeRequest(ack=pb.Ack(ids=[job_id])),
+        ]
+    )
     responses = small.Take(requests, timeout=10)
     result = next(r for r in responses if r.WhichOneof("kind") == "ack_result").ack_result
     assert list(result.acked) == []

@@ -18,8 +18,12 @@ HOLDER = textwrap.dedent("""
 
 def test_jobs_of_a_killed_worker_are_redelivered(client: pyqueue.Client, server) -> None:  # type: ignore[no-untyped-def]
     ids = {j.id for j in client.enqueue_many([{"type": "t", "payload": i} for i in range(5)])}
-    worker = subprocess.Popen([sys.executable, "-c", HOLDER, server.address], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, server.address],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert worker.stdout is not None
         line = worker.stdout.readline()

@@ -3,8 +3,9 @@ takes wait for the rebuild and then get every job."""
 
 import os
 
-import pyqueue
 from harness import ServerProcess
+
+import pyqueue
 
 JOBS = 100_000
 

@@ -53,7 +53,10 @@ def test_scan_honours_both_bounds_in_both_directions(store: Store) -> None:
     keys = [b"A9", b"Q1", b"S\x02a", b"S\x02b", b"S\x03a", b"T1"]
     write(store, *(("put", Family.INDEX, k, k) for k in keys))
     assert [k for k, _ in store.scan(Family.INDEX, b"S\x02", b"S\x03")] == [b"S\x02a", b"S\x02b"]
-    assert [k for k, _ in store.scan(Family.INDEX, b"S\x02", b"S\x03", reverse=True)] == [b"S\x02b", b"S\x02a"]
+    assert [k for k, _ in store.scan(Family.INDEX, b"S\x02", b"S\x03", reverse=True)] == [
+        b"S\x02b",
+        b"S\x02a",
+    ]
     assert [k for k, _ in store.scan(Family.INDEX, b"S", b"T")] == [b"S\x02a", b"S\x02b", b"S\x03a"]
     assert list(store.scan(Family.INDEX, b"B", b"C")) == []
     assert store.last_key(Family.INDEX, b"Q", b"T") == b"S\x03a"
@@ -61,8 +64,12 @@ def test_scan_honours_both_bounds_in_both_directions(store: Store) -> None:
 
 
 def test_a_batch_is_atomic_and_ordered(store: Store) -> None:
-    write(store, ("put", Family.DATA, b"k", b"1"), ("delete", Family.DATA, b"k", None),
-          ("put", Family.DATA, b"k", b"2"))
+    write(
+        store,
+        ("put", Family.DATA, b"k", b"1"),
+        ("delete", Family.DATA, b"k", None),
+        ("put", Family.DATA, b"k", b"2"),
+    )
     assert store.get(Family.DATA, b"k") == b"2"
 
 

@@ -5,14 +5,28 @@ from pyqueue.store.records import CorruptRecordError, JobRecord, Status, decode_
 
 
 def record(**changes) -> JobRecord:  # type: ignore[no-untyped-def]
-    fields = dict(id=7, status=Status.READY, queue="mail", type="send", priority=3, created_ms=1, updated_ms=2)
+    fields = dict(
+        id=7, status=Status.READY, queue="mail", type="send", priority=3, created_ms=1, updated_ms=2
+    )
     fields.update(changes)
     return JobRecord(**fields)  # type: ignore[arg-type]
 
 
 def test_round_trip_every_field() -> None:
-    r = record(attempts=4, max_retries=9, lost=2, lease=77, timeout_ms=5000, run_at_ms=123, expires_ms=456,
-               content_type="application/json", unique_key="u-1", options=b'{"x":1}', queue="ünï", type="t.x")
+    r = record(
+        attempts=4,
+        max_retries=9,
+        lost=2,
+        lease=77,
+        timeout_ms=5000,
+        run_at_ms=123,
+        expires_ms=456,
+        content_type="application/json",
+        unique_key="u-1",
+        options=b'{"x":1}',
+        queue="ünï",
+        type="t.x",
+    )
     assert JobRecord.decode(7, r.encode()) == r
 
 
