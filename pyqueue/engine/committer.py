@@ -22,7 +22,7 @@ from typing import Protocol
 from pyqueue._native import Coalescer
 from pyqueue.engine.errors import EngineError, ResourceExhausted, Unavailable
 from pyqueue.engine.model import Clock
-from pyqueue.engine.view import BatchView
+from pyqueue.engine.view import BatchView, InFlightCache
 from pyqueue.store.contract import Store, StoreFullError
 
 log = logging.getLogger("pyqueue.committer")
@@ -62,6 +62,7 @@ class Committer:
         self._inbox = Coalescer()
         self._syncing = Coalescer()
         self._threads: list[threading.Thread] = []
+        self._cache = InFlightCache()  # touched only by the writer thread
         self.commits = 0
         self.syncs = 0
 
@@ -103,7 +104,7 @@ class Committer:
 
     def commit(self, requests: list[Request]) -> None:
         """Apply, write, then hand each request on to be answered (at once, or after a sync)."""
-        view = BatchView(self._store, self._clock())
+        view = BatchView(self._store, self._clock(), self._cache)
         for request in requests:
             try:
                 request.apply(view)
@@ -116,6 +117,8 @@ class Committer:
                 refusal = ResourceExhausted(f"the disk is full; nothing was written ({exc})")
                 for request in requests:
                     request.error = refusal
+            else:
+                view.publish()
         self.commits += 1
         waiting = [r for r in requests if r.needs_sync and r.error is None] if self._durable else []
         now = [r for r in requests if not (r.needs_sync and r.error is None)] if waiting else requests

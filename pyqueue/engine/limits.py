@@ -1,7 +1,7 @@
 """Explicit, configurable limits, checked before anything is written."""
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyqueue.engine.errors import InvalidArgument, ResourceExhausted
 
@@ -21,8 +21,16 @@ class Limits:
     max_prefetch: int = 10_000
     max_queues_per_stream: int = 256
     max_content_type_length: int = 128
+    _good_names: set[str] = field(default_factory=set, compare=False, repr=False)
 
     def check_name(self, what: str, name: str) -> None:
+        if name in self._good_names:
+            return
+        self._check_name(what, name)
+        if len(self._good_names) < 100_000:  # the common case: a few queues and types, over and over
+            self._good_names.add(name)
+
+    def _check_name(self, what: str, name: str) -> None:
         if not name:
             raise InvalidArgument(f"{what} name is empty")
         if len(name.encode()) > self.max_name_length:

@@ -7,7 +7,6 @@ away: memory must follow the disk.
 """
 
 import asyncio
-import copy
 import json
 import random
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Failure, JobView, NewJob, Outcome, Rejection
 from pyqueue.engine.retry import RetryPolicy
-from pyqueue.engine.view import BatchView
+from pyqueue.engine.view import BatchView, indexed
 from pyqueue.store import keys
 from pyqueue.store.contract import Family
 from pyqueue.store.records import JobRecord, Status
@@ -103,12 +102,13 @@ class Claim(_Request):
         for record in view.records(self.job_ids):
             if record is None or record.status != Status.READY:
                 continue  # a stale hint: deleted, moved or changed since it was queued
-            new = copy.copy(record)
-            new.status = Status.IN_FLIGHT
-            new.attempts += 1
-            new.lease = (new.lease + 1) & 0xFFFFFFFF
-            view.save(record, new)
-            self.taken.append(new)
+            before = indexed(record)
+            record.status = Status.IN_FLIGHT
+            record.attempts += 1
+            record.lease = (record.lease + 1) & 0xFFFFFFFF
+            view.save(record, before)
+            # A snapshot: the writer may change the cached record again while the loop sends this one.
+            self.taken.append(record.clone())
         for record, payload in zip(self.taken, view.payloads([r.id for r in self.taken]), strict=True):
             deliveries.append(JobView(record, payload))
         self.result = deliveries
@@ -186,16 +186,16 @@ class Fail(_Request):
                 outcome.rejected.append(refusal)
                 continue
             assert record is not None
-            new = copy.copy(record)
-            write_error(view, new, "error", failure.message, failure.error_type, failure.backtrace)
-            if failure.kill or self.policy.is_exhausted(new.attempts, new.max_retries):
-                new.status = Status.DEAD
+            before = indexed(record)
+            write_error(view, record, "error", failure.message, failure.error_type, failure.backtrace)
+            if failure.kill or self.policy.is_exhausted(record.attempts, record.max_retries):
+                record.status = Status.DEAD
             else:
-                new.status = Status.SCHEDULED
-                new.run_at_ms = view.now_ms + self.policy.delay_ms(new.attempts, self.rng)
-                self.scheduled.append(new)
-            view.save(record, new)
-            outcome.done.append((failure.job_id, new.status))
+                record.status = Status.SCHEDULED
+                record.run_at_ms = view.now_ms + self.policy.delay_ms(record.attempts, self.rng)
+                self.scheduled.append(record)
+            view.save(record, before)
+            outcome.done.append((failure.job_id, record.status))
         self.result = outcome
 
     def on_commit(self) -> None:
@@ -214,6 +214,7 @@ def write_error(
         "backtrace": backtrace,
     }
     view.batch.put(Family.DATA, keys.error_key(record.id, record.attempts), json.dumps(entry).encode())
+    record.errors += 1
 
 
 class Requeue(_Request):
@@ -237,12 +238,12 @@ class Requeue(_Request):
                 continue
             if lease is not None and record.lease != lease:
                 continue
-            new = copy.copy(record)
-            new.status = Status.READY
+            before = indexed(record)
+            record.status = Status.READY
             if self.worker_lost:
-                new.lost += 1
-            view.save(record, new)
-            self.requeued.append(new)
+                record.lost += 1
+            view.save(record, before)
+            self.requeued.append(record)
         self.result = [r.id for r in self.requeued]
 
     def on_commit(self) -> None:
@@ -265,11 +266,11 @@ class Promote(_Request):
         for (due_ms, _), record in zip(self.due, records, strict=True):
             if record is None or record.status != Status.SCHEDULED or record.run_at_ms != due_ms:
                 continue  # deleted or rescheduled meanwhile
-            new = copy.copy(record)
-            new.status = Status.READY
-            new.run_at_ms = 0
-            view.save(record, new)
-            self.promoted.append(new)
+            before = indexed(record)
+            record.status = Status.READY
+            record.run_at_ms = 0
+            view.save(record, before)
+            self.promoted.append(record)
         self.result = [r.id for r in self.promoted]
 
     def on_commit(self) -> None:

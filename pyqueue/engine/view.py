@@ -4,38 +4,71 @@ Several requests share one WriteBatch, and a later request may touch a job an ea
 changed (an ack and a requeue of the same job, say). Reads therefore go through an overlay of the
 records this batch has written, and every write keeps the indexes in step with the record: the
 status, queue and type index entries change in the same batch as the record they point at.
+
+Records read here are the caller's to mutate: take `indexed(record)` first, change the record in
+place, then `save(record, before)`. No copies are made on this hot path.
+
+In-flight records are also kept in a cache owned by the single writer (`InFlightCache`), so an ack
+needs no read: the writer is the only one that changes records, and the cache is updated only
+after the batch that changed them was written.
 """
 
-import copy
 from collections.abc import Sequence
 
 from pyqueue.store import keys
 from pyqueue.store.contract import Batch, Family, Store
 from pyqueue.store.records import JobRecord, Status
 
-_DELETED = None
+Indexed = tuple[Status, int, int, str]
+"""What the status and queue index entries are derived from: status, priority, run_at, queue."""
+
+
+def indexed(record: JobRecord) -> Indexed:
+    return record.status, record.priority, record.run_at_ms, record.queue
+
+
+class InFlightCache:
+    """Records of jobs in flight, as last written by the single writer."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, JobRecord] = {}
+
+    def publish(self, changed: dict[int, JobRecord | None]) -> None:
+        for job_id, record in changed.items():
+            if record is not None and record.status == Status.IN_FLIGHT:
+                self.records[job_id] = record
+            else:
+                self.records.pop(job_id, None)
+
+    def clear(self) -> None:
+        self.records.clear()
 
 
 class BatchView:
-    def __init__(self, store: Store, now_ms: int) -> None:
+    def __init__(self, store: Store, now_ms: int, cache: InFlightCache | None = None) -> None:
         self.store = store
         self.batch: Batch = store.batch()
         self.now_ms = now_ms
-        self._records: dict[int, JobRecord | None] = {}
+        self._cache = cache or InFlightCache()
+        self._seen: dict[int, JobRecord | None] = {}
+        self._changed: dict[int, JobRecord | None] = {}
         self._payloads: dict[int, bytes | None] = {}
 
     def records(self, job_ids: Sequence[int]) -> list[JobRecord | None]:
-        """Current records (copies: mutate freely, then `save`)."""
-        missing = [i for i in job_ids if i not in self._records]
+        seen, cached = self._seen, self._cache.records
+        missing = []
+        for job_id in job_ids:
+            if job_id not in seen:
+                record = cached.get(job_id)
+                if record is None:
+                    missing.append(job_id)
+                else:
+                    seen[job_id] = record
         if missing:
             raws = self.store.get_many(Family.DATA, [keys.job_key(i) for i in missing])
             for job_id, raw in zip(missing, raws, strict=True):
-                self._records[job_id] = None if raw is None else JobRecord.decode(job_id, raw)
-        out = []
-        for job_id in job_ids:
-            record = self._records[job_id]
-            out.append(None if record is None else copy.copy(record))
-        return out
+                seen[job_id] = None if raw is None else JobRecord.decode(job_id, raw)
+        return [seen[i] for i in job_ids]
 
     def payloads(self, job_ids: Sequence[int]) -> list[bytes]:
         missing = [i for i in job_ids if i not in self._payloads]
@@ -52,40 +85,37 @@ class BatchView:
         put(Family.INDEX, keys.status_key(record.status, record.id), record.status_value())
         put(Family.INDEX, keys.queue_key(record.queue, record.id), b"")
         put(Family.INDEX, keys.type_key(record.type, record.id), b"")
-        self._records[record.id] = copy.copy(record)
+        self._seen[record.id] = self._changed[record.id] = record
         self._payloads[record.id] = payload
 
-    def save(self, old: JobRecord, new: JobRecord) -> None:
-        """Write `new` over `old` (as read from this view), moving its index entries."""
-        new.updated_ms = self.now_ms
-        self.batch.put(Family.DATA, keys.job_key(new.id), new.encode())
-        if (old.status, old.priority, old.run_at_ms, old.queue) != (
-            new.status,
-            new.priority,
-            new.run_at_ms,
-            new.queue,
-        ):
-            if old.status != new.status:
-                self.batch.delete(Family.INDEX, keys.status_key(old.status, old.id))
-            self.batch.put(Family.INDEX, keys.status_key(new.status, new.id), new.status_value())
-        if old.queue != new.queue:
-            self.batch.delete(Family.INDEX, keys.queue_key(old.queue, old.id))
-            self.batch.put(Family.INDEX, keys.queue_key(new.queue, new.id), b"")
-        self._records[new.id] = copy.copy(new)
+    def save(self, record: JobRecord, before: Indexed) -> None:
+        """Write `record`, changed in place since `before = indexed(record)`, moving its index entries."""
+        record.updated_ms = self.now_ms
+        self.batch.put(Family.DATA, keys.job_key(record.id), record.encode())
+        old_status, _, _, old_queue = before
+        if before != indexed(record):
+            if old_status != record.status:
+                self.batch.delete(Family.INDEX, keys.status_key(old_status, record.id))
+            self.batch.put(Family.INDEX, keys.status_key(record.status, record.id), record.status_value())
+        if old_queue != record.queue:
+            self.batch.delete(Family.INDEX, keys.queue_key(old_queue, record.id))
+            self.batch.put(Family.INDEX, keys.queue_key(record.queue, record.id), b"")
+        self._seen[record.id] = self._changed[record.id] = record
 
     def delete(self, record: JobRecord) -> None:
         """Remove the job with its payload, error records and every index entry."""
         delete = self.batch.delete
         delete(Family.DATA, keys.job_key(record.id))
         delete(Family.DATA, keys.payload_key(record.id))
-        for attempt in range(1, record.attempts + 1):
-            delete(Family.DATA, keys.error_key(record.id, attempt))
+        if record.errors:
+            for attempt in range(1, record.attempts + 1):
+                delete(Family.DATA, keys.error_key(record.id, attempt))
         delete(Family.INDEX, keys.status_key(record.status, record.id))
         delete(Family.INDEX, keys.queue_key(record.queue, record.id))
         delete(Family.INDEX, keys.type_key(record.type, record.id))
-        self._records[record.id] = _DELETED
-        self._payloads[record.id] = _DELETED
+        self._seen[record.id] = self._changed[record.id] = None
+        self._payloads[record.id] = None
 
-
-def is_status(record: JobRecord | None, status: Status) -> bool:
-    return record is not None and record.status == status
+    def publish(self) -> None:
+        """After the batch is written: the writer's cache takes this batch's changes."""
+        self._cache.publish(self._changed)

@@ -4,7 +4,7 @@ The record is the mutable part of a job (status, attempts, times); the payload l
 key so a status change never rewrites it. Layout, version 1, big-endian:
 
     version u8, status u8, priority u16, attempts u16, max_retries i16 (-1: server default),
-    lost u16 (workers this job took down), lease u32, timeout_ms u32,
+    lost u16 (workers this job took down), errors u16 (error records kept), lease u32, timeout_ms u32,
     created_ms i64, updated_ms i64, run_at_ms i64, expires_ms i64,
     then four length-prefixed (u16) strings: queue, type, content_type, unique_key,
     then a length-prefixed (u32) blob of rarely used options (JSON) for later versions' fields.
@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 
 VERSION = 1
-_HEAD = struct.Struct(">BBHHhHIIqqqq")
+_HEAD = struct.Struct(">BBHHhHHIIqqqq")
 _STATUS_VALUE = struct.Struct(">Hq")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
@@ -51,6 +51,7 @@ class JobRecord:
     attempts: int = 0
     max_retries: int = -1
     lost: int = 0
+    errors: int = 0
     lease: int = 0
     timeout_ms: int = 0
     run_at_ms: int = 0
@@ -58,6 +59,14 @@ class JobRecord:
     content_type: str = ""
     unique_key: str = ""
     options: bytes = b""
+
+    def clone(self) -> "JobRecord":
+        """A snapshot (much cheaper than copy.copy on a slotted dataclass)."""
+        return JobRecord(
+            self.id, self.status, self.queue, self.type, self.priority, self.created_ms, self.updated_ms,
+            self.attempts, self.max_retries, self.lost, self.errors, self.lease, self.timeout_ms, self.run_at_ms,
+            self.expires_ms, self.content_type, self.unique_key, self.options,
+        )
 
     def encode(self) -> bytes:
         parts = [
@@ -68,6 +77,7 @@ class JobRecord:
                 self.attempts,
                 self.max_retries,
                 self.lost,
+                self.errors,
                 self.lease,
                 self.timeout_ms,
                 self.created_ms,
@@ -94,6 +104,7 @@ class JobRecord:
                 attempts,
                 max_retries,
                 lost,
+                errors,
                 lease,
                 timeout_ms,
                 created,
@@ -123,6 +134,7 @@ class JobRecord:
                 attempts=attempts,
                 max_retries=max_retries,
                 lost=lost,
+                errors=errors,
                 lease=lease,
                 timeout_ms=timeout_ms,
                 run_at_ms=run_at,

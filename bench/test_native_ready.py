@@ -1,0 +1,88 @@
+"""Micro benchmarks of the native ready set, as called from Python.
+
+Run with `make bench` (pytest-benchmark). Memory is measured as RSS growth (Linux), so run these in
+a fresh process for a clean figure.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyqueue import _native
+
+MILLION = 1_000_000
+
+
+def rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def filled(n: int, start: int = 0) -> "_native.ReadyIndex":
+    ready = _native.ReadyIndex()
+    chunk = 100_000
+    for lo in range(start, start + n, chunk):
+        ready.insert_many("q", [(i % 16, i) for i in range(lo, min(lo + chunk, start + n))])
+    return ready
+
+
+def test_claim_one_from_a_million(benchmark) -> None:  # type: ignore[no-untyped-def]
+    ready = filled(MILLION)
+    selection = ready.select(["q"])
+    counter = iter(range(MILLION, 10**12))
+
+    def claim_and_refill() -> None:
+        # Claim one; put one back so the set stays at 1M for every round.
+        selection.claim(1)
+        ready.insert("q", 8, next(counter))
+
+    benchmark.extra_info["ready_jobs"] = MILLION
+    benchmark(claim_and_refill)
+
+
+def test_claim_only_from_a_million(benchmark) -> None:  # type: ignore[no-untyped-def]
+    ready = filled(MILLION)
+    selection = ready.select(["q"])
+    benchmark.pedantic(selection.claim, args=(1,), rounds=200_000, iterations=1)
+    assert ready.total() == MILLION - 200_000
+
+
+@pytest.mark.parametrize("passed_through", [0, MILLION, 5 * MILLION])
+def test_claim_after_jobs_passed_through(benchmark, passed_through: int) -> None:  # type: ignore[no-untyped-def]
+    """No tombstones in memory: claim cost must not grow with what went through before."""
+    ready = _native.ReadyIndex()
+    selection = ready.select(["q"])
+    ready.insert_many("q", [(0, i) for i in range(100_000)])
+    next_id = 100_000
+    for _ in range(passed_through // 100_000):
+        assert len(selection.claim(100_000)) == 100_000
+        ready.insert_many("q", [(0, i) for i in range(next_id, next_id + 100_000)])
+        next_id += 100_000
+    benchmark.extra_info["passed_through"] = passed_through
+    benchmark.pedantic(selection.claim, args=(1,), rounds=50_000, iterations=1)
+
+
+MEASURE = """
+import gc, sys
+sys.path.insert(0, sys.argv[1])
+from test_native_ready import MILLION, filled, rss_bytes
+gc.collect(); before = rss_bytes()
+ready = filled(MILLION)
+gc.collect(); print((rss_bytes() - before) / MILLION)
+"""
+
+
+def test_memory_per_ready_job_at_a_million(benchmark) -> None:  # type: ignore[no-untyped-def]
+    # In a fresh process: RSS growth is only honest when no freed memory is waiting for reuse.
+    def measure() -> float:
+        out = subprocess.run([sys.executable, "-c", MEASURE, str(Path(__file__).parent)], capture_output=True,
+                             text=True, check=True)
+        return float(out.stdout)
+
+    per_job = benchmark.pedantic(measure, rounds=3, iterations=1)
+    benchmark.extra_info["bytes_per_ready_job"] = round(per_job, 1)
+    print(f"\nmemory per ready job at 1M: {per_job:.1f} bytes (RSS growth, fresh process)")
