@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import pyqueue  # noqa: E402
+import pyqueue
 
 
 def produce(address: str, jobs: int, batch: int, payload_size: int, queue: str) -> None:

@@ -2,7 +2,7 @@
 
 import click
 
-from pyqueue.cli.jobs import enqueue, job
+from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
 
 
@@ -23,3 +23,4 @@ def main(ctx: click.Context, address: str) -> None:
 main.add_command(serve)
 main.add_command(enqueue)
 main.add_command(job)
+main.add_command(errors)

@@ -1,7 +1,10 @@
 """`Client`: enqueue jobs, look them up, and take them as a worker."""
 
 import os
+import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -21,9 +24,54 @@ def default_address() -> str:
     return os.environ.get("PYQUEUE_ADDRESS") or DEFAULT_ADDRESS
 
 
-def _new_job(type: str, payload: Any, queue: str, priority: int) -> pb.NewJob:
-    raw, content_type = codec.encode(payload)
-    return pb.NewJob(type=type, queue=queue, priority=priority, payload=raw, content_type=content_type)
+def _ms(value: datetime | None) -> int:
+    return int(value.timestamp() * 1000) if value is not None else 0
+
+
+def _seconds_ms(value: float | timedelta | None) -> int:
+    if value is None:
+        return 0
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    return int(seconds * 1000)
+
+
+def new_job_message(spec: Mapping[str, Any]) -> pb.NewJob:
+    """A NewJob from a mapping with `type` and optionally payload, queue, priority, run_at (datetime),
+    delay (seconds or timedelta), max_retries, timeout (seconds), backoff ((base_s, exponent,
+    jitter_s)) and keep_completed (seconds)."""
+    unknown = set(spec) - _JOB_KEYS
+    if unknown:
+        raise TypeError(f"unknown job fields: {', '.join(sorted(unknown))}")
+    raw, content_type = codec.encode(spec.get("payload"))
+    message = pb.NewJob(
+        type=spec["type"], queue=spec.get("queue", "default"), priority=spec.get("priority", DEFAULT_PRIORITY),
+        payload=raw, content_type=content_type, run_at_ms=_ms(spec.get("run_at")),
+        delay_ms=_seconds_ms(spec.get("delay")), timeout_ms=_seconds_ms(spec.get("timeout")),
+    )
+    if spec.get("max_retries") is not None:
+        message.max_retries = spec["max_retries"]
+    if spec.get("backoff") is not None:
+        base_s, exponent, jitter_s = spec["backoff"]
+        message.backoff.CopyFrom(pb.Backoff(base_s=base_s, exponent=exponent, jitter_s=jitter_s))
+    if spec.get("keep_completed") is not None:
+        message.keep_completed_ms = _seconds_ms(spec["keep_completed"])
+    return message
+
+
+_JOB_KEYS = {"type", "payload", "queue", "priority", "run_at", "delay", "max_retries", "timeout", "backoff",
+             "keep_completed"}
+
+
+@dataclass(frozen=True, slots=True)
+class JobError:
+    """One failed attempt in a job's error history."""
+
+    attempt: int
+    at: datetime
+    kind: str  # "error", "timeout" or "lost"
+    message: str
+    error_type: str
+    backtrace: str
 
 
 class Client:
@@ -44,22 +92,34 @@ class Client:
         self._stub = pb_grpc.QueueStub(self._channel)
 
     def enqueue(
-        self, type: str, payload: Any = None, *, queue: str = "default", priority: int = DEFAULT_PRIORITY
+        self,
+        type: str,
+        payload: Any = None,
+        *,
+        queue: str = "default",
+        priority: int = DEFAULT_PRIORITY,
+        run_at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        max_retries: int | None = None,
+        timeout: float | timedelta | None = None,
+        backoff: tuple[float, float, float] | None = None,
+        keep_completed: float | timedelta | None = None,
     ) -> Job:
-        """Enqueue one job; returns once it is committed (fsync'd in the default commit mode)."""
-        return self.enqueue_many([{"type": type, "payload": payload, "queue": queue, "priority": priority}])[
-            0
-        ]
+        """Enqueue one job; returns once it is committed (fsync'd in the default commit mode).
+
+        `run_at` or `delay` schedule it; `max_retries`, `backoff` and `timeout` (seconds per attempt)
+        override the server's defaults; `keep_completed` keeps it visible after it completes."""
+        spec = {
+            "type": type, "payload": payload, "queue": queue, "priority": priority, "run_at": run_at,
+            "delay": delay, "max_retries": max_retries, "timeout": timeout, "backoff": backoff,
+            "keep_completed": keep_completed,
+        }
+        return self.enqueue_many([spec])[0]
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Enqueue many jobs in one call, all or nothing. Each is a mapping with `type` and optionally
-        `payload`, `queue` and `priority`."""
-        messages = [
-            _new_job(
-                j["type"], j.get("payload"), j.get("queue", "default"), j.get("priority", DEFAULT_PRIORITY)
-            )
-            for j in jobs
-        ]
+        `payload`, `queue`, `priority` and the keyword options of `enqueue`."""
+        messages = [new_job_message(j) for j in jobs]
         try:
             response = self._stub.Enqueue(pb.EnqueueRequest(jobs=messages), timeout=self.timeout)
         except grpc.RpcError as exc:
@@ -72,7 +132,7 @@ class Client:
                 priority=m.priority,
                 payload=codec.decode(m.payload, m.content_type),
                 content_type=m.content_type,
-                status="ready",
+                status="scheduled" if m.delay_ms > 0 or m.run_at_ms > time.time() * 1000 else "ready",
                 attempts=0,
                 created_at=None,
                 updated_at=None,
@@ -86,6 +146,18 @@ class Client:
             return Job.from_pb(self._stub.GetJob(pb.GetJobRequest(id=job_id), timeout=self.timeout))
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
+
+    def job_errors(self, job_id: int) -> list[JobError]:
+        """The job's error history, one entry per failed attempt, oldest first."""
+        try:
+            response = self._stub.ListErrors(pb.ListErrorsRequest(id=job_id), timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        return [
+            JobError(e.attempt, datetime.fromtimestamp(e.at_ms / 1000, UTC), e.kind, e.message, e.error_type,
+                     e.backtrace)
+            for e in response.errors
+        ]
 
     def take(self, queues: str | Iterable[str] = "default", *, prefetch: int = 1) -> TakeStream:
         """Open a Take stream; use as a context manager and iterate it for jobs."""

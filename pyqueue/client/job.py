@@ -39,6 +39,11 @@ class Job:
     updated_at: datetime | None
     run_at: datetime | None
     lease: int = 0
+    max_retries: int = -1
+    timeout_ms: int = 0
+    expires_at: datetime | None = None
+    errors: int = 0
+    lost: int = 0
     _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -56,6 +61,11 @@ class Job:
             updated_at=_time(message.updated_at_ms),
             run_at=_time(message.run_at_ms),
             lease=message.lease,
+            max_retries=message.max_retries,
+            timeout_ms=message.timeout_ms,
+            expires_at=_time(message.expires_at_ms),
+            errors=message.errors,
+            lost=message.lost,
             _stream=stream,
         )
 
@@ -77,11 +87,20 @@ class Job:
         kill: bool = False,
         error_type: str = "",
         backtrace: str = "",
+        retry_at: datetime | None = None,
         wait: bool = True,
     ) -> str | None:
-        """Report a failed attempt; `kill` makes the job dead at once. Returns the job's new status."""
-        future = self._taken().fail(self.id, message, kill=kill, error_type=error_type, backtrace=backtrace)
+        """Report a failed attempt; `kill` makes the job dead at once, `retry_at` overrides the
+        backoff. Returns the job's new status ("scheduled" for a retry, or "dead")."""
+        retry_at_ms = int(retry_at.timestamp() * 1000) if retry_at else 0
+        stream = self._taken()
+        future = stream.fail(self.id, message, kill=kill, error_type=error_type, backtrace=backtrace,
+                             retry_at_ms=retry_at_ms)
         return future.result() if wait else None
+
+    def extend(self, seconds: float = 0) -> None:
+        """Keep the lease while still working: the deadline moves to now + `seconds` (0: the job's timeout)."""
+        self._taken().extend([self.id], int(seconds * 1000))
 
     def to_dict(self) -> dict[str, Any]:
         payload = self.payload if not isinstance(self.payload, bytes) else self.payload.hex()
@@ -97,4 +116,9 @@ class Job:
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
             "run_at": self.run_at.isoformat() if self.run_at else None,
+            "max_retries": self.max_retries,
+            "timeout_ms": self.timeout_ms,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "errors": self.errors,
+            "lost": self.lost,
         }

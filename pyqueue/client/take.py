@@ -60,6 +60,8 @@ class TakeStream:
                 yield pb.TakeRequest(ack=pb.Ack(ids=acks))
             if fails:
                 yield pb.TakeRequest(fail=pb.Fail(failures=fails))
+            for extend in (i for i in items if isinstance(i, pb.Extend)):
+                yield pb.TakeRequest(extend=extend)
             if any(i is _CLOSE for i in items):
                 return
 
@@ -71,15 +73,30 @@ class TakeStream:
         self._outbox.put(job_id)
         return future
 
+    def extend(self, job_ids: list[int], extend_ms: int = 0) -> None:
+        """Move the lease deadline of jobs still being worked on (0: by each job's own timeout)."""
+        self._check_open()
+        self._outbox.put(pb.Extend(ids=job_ids, extend_ms=extend_ms))
+
     def fail(
-        self, job_id: int, message: str, *, kill: bool = False, error_type: str = "", backtrace: str = ""
+        self,
+        job_id: int,
+        message: str,
+        *,
+        kill: bool = False,
+        error_type: str = "",
+        backtrace: str = "",
+        retry_at_ms: int = 0,
     ) -> "Future[str]":
         future: Future[str] = Future()
         with self._lock:
             self._check_open()
             self._fails[job_id] = future
         self._outbox.put(
-            pb.Failure(id=job_id, message=message, error_type=error_type, backtrace=backtrace, kill=kill)
+            pb.Failure(
+                id=job_id, message=message, error_type=error_type, backtrace=backtrace, kill=kill,
+                retry_at_ms=retry_at_ms,
+            )
         )
         return future
 

@@ -116,6 +116,9 @@ class Consumer:
     async def fail(self, failures: Sequence[Failure]) -> Outcome:
         return await self.engine.fail([(f, self.inflight.get(f.job_id)) for f in failures])
 
+    async def extend(self, job_ids: Sequence[int], extend_ms: int) -> list[int]:
+        return await self.engine.extend([(i, self.inflight.get(i)) for i in job_ids], extend_ms)
+
     def release(self, outcome: Outcome) -> None:
         """Forget jobs that are finished (or whose lease is gone) and open the credit they held."""
         for job_id, _ in outcome.done:

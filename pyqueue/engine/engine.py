@@ -1,11 +1,12 @@
 """The engine facade: every operation on jobs enters here, and so does its telemetry.
 
-It owns the single writer (Committer), the in-memory hints (Memory), the dispatcher and the
-scheduler, and it knows no transport: the gRPC servicer calls these methods and maps the
-EngineErrors they raise to status codes.
+It owns the single writer (Committer), the in-memory hints (Memory), the dispatcher and the timed
+services (scheduler, reaper, purger), and it knows no transport: the gRPC servicer calls these
+methods and maps the EngineErrors they raise to status codes.
 """
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyqueue.engine import recovery, requests
+from pyqueue.engine.alarm import AlarmClock, AlarmConfig
 from pyqueue.engine.committer import Committer
 from pyqueue.engine.consumer import Consumer
 from pyqueue.engine.dispatcher import Dispatcher
@@ -22,9 +24,11 @@ from pyqueue.engine.errors import InvalidArgument, NotFound
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.limits import DEFAULT_PRIORITY, DEFAULT_QUEUE, Limits
 from pyqueue.engine.memory import Memory
-from pyqueue.engine.model import Clock, Failure, JobView, NewJob, Outcome, system_clock
-from pyqueue.engine.retry import RetryPolicy
-from pyqueue.engine.scheduler import Scheduler, SchedulerConfig
+from pyqueue.engine.model import Clock, ErrorEntry, Failure, JobView, NewJob, Outcome, system_clock
+from pyqueue.engine.purger import Purger
+from pyqueue.engine.reaper import Reaper
+from pyqueue.engine.retry import JobOptions, RetryPolicy
+from pyqueue.engine.scheduler import Scheduler
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
 from pyqueue.store.records import JobRecord
@@ -44,14 +48,12 @@ class EngineConfig:
     durable: bool = True
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    alarms: AlarmConfig = field(default_factory=AlarmConfig)
     on_fatal: Callable[[BaseException], None] = _exit_now
 
 
 class Engine:
-    def __init__(
-        self, store: Store, config: EngineConfig = EngineConfig(), clock: Clock = system_clock
-    ) -> None:
+    def __init__(self, store: Store, config: EngineConfig = EngineConfig(), clock: Clock = system_clock) -> None:
         self.store = store
         self.config = config
         self.clock = clock
@@ -60,33 +62,39 @@ class Engine:
         self.ids = IdGenerator(config.shard)
         self.rebuilt = False
         self.stats: Counter[str] = Counter()
+        self.services: list[AlarmClock] = [
+            Scheduler(self.memory.scheduled, self.promote, clock, config.alarms),
+            Reaper(self.memory.deadlines, self.time_out, clock, config.alarms),
+            Purger(self.memory.expiring, self.purge, clock, config.alarms),
+        ]
+        self.memory.on_scheduled, self.memory.on_deadline, self.memory.on_expiring = (
+            s.rearm for s in self.services
+        )
         self._committer: Committer | None = None
-        self._scheduler: Scheduler | None = None
         self._rebuild: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
 
-    async def start(self) -> None:
-        """Recover what was in flight, then serve while the in-memory sets rebuild behind."""
+    # Life cycle.
+    async def start(self, *, services: bool = True) -> None:
+        """Recover what was in flight, then serve while the in-memory sets rebuild behind.
+
+        `services=False` leaves the timed services stopped, for tests that drive `run_once`."""
         loop = asyncio.get_running_loop()
         last = self.store.last_key(Family.DATA, *keys.job_range())
         self.ids.last = keys.id_suffix(last) if last else 0
         self._committer = Committer(
-            self.store,
-            self.clock,
-            durable=self.config.durable,
-            post=loop.call_soon_threadsafe,
+            self.store, self.clock, durable=self.config.durable, post=loop.call_soon_threadsafe,
             on_fatal=self.config.on_fatal,
         )
         self._committer.start()
         stale = recovery.in_flight_ids(self.store)
         for i in range(0, len(stale), recovery.CHUNK):
-            chunk = [(job_id, None) for job_id in stale[i : i + recovery.CHUNK]]
-            await self._submit(requests.Requeue(chunk, self.memory, worker_lost=False))
+            await self.requeue([(job_id, None) for job_id in stale[i : i + recovery.CHUNK]], worker_lost=False)
         if stale:
             log.info("returned %d jobs that were in flight at the last stop to ready", len(stale))
-        self._scheduler = Scheduler(self.memory.scheduled, self.promote, self.clock, self.config.scheduler)
-        self.memory.on_scheduled = self._scheduler.rearm
-        self._scheduler.start()
+        if services:
+            for service in self.services:
+                service.start()
         self._rebuild = loop.create_task(self._rebuild_memory(), name="pyqueue-rebuild")
 
     async def _rebuild_memory(self) -> None:
@@ -99,16 +107,14 @@ class Engine:
             self.config.on_fatal(exc)
             raise
         self.rebuilt = True
-        log.info(
-            "rebuilt the in-memory sets: %d ready, %d scheduled jobs in %.2fs",
-            ready,
-            scheduled,
-            time.perf_counter() - started,
-        )
+        log.info("rebuilt the in-memory sets: %d ready, %d scheduled jobs in %.2fs",
+                 ready, scheduled, time.perf_counter() - started)
         self.dispatcher.wake_all()
-        next_due = self.memory.scheduled.next_due()
-        if next_due is not None and self._scheduler is not None:
-            self._scheduler.rearm(next_due)
+        for service, timers in zip(self.services, (self.memory.scheduled, self.memory.deadlines,
+                                                   self.memory.expiring), strict=True):
+            next_due = timers.next_due()
+            if next_due is not None:
+                service.rearm(next_due)
 
     async def wait_rebuilt(self) -> None:
         if self._rebuild is not None:
@@ -116,16 +122,15 @@ class Engine:
 
     async def stop(self) -> None:
         """Finish what was submitted, then stop the writer. The store is the caller's to close."""
-        if self._scheduler is not None:
-            await self._scheduler.stop()
+        for service in self.services:
+            await service.stop()
         if self._rebuild is not None and not self._rebuild.done():
             await asyncio.gather(self._rebuild, return_exceptions=True)
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self._committer is not None:
             await asyncio.to_thread(self._committer.stop)
-            # Completions posted by the writer's last batches run on this loop: let them.
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # let the completions the writer posted last run
 
     async def _submit(self, request: Any) -> Any:
         assert self._committer is not None, "the engine is not started"
@@ -133,9 +138,13 @@ class Engine:
         return await request.future
 
     # Producers.
-    def new_job(
-        self, index: int, type_: str, queue: str, priority: int | None, payload: bytes, content_type: str = ""
-    ) -> NewJob:
+    def check_batch(self, n: int) -> None:
+        self.config.limits.check_batch_size(n)
+
+    def new_job(self, index: int, type_: str, queue: str, priority: int | None, payload: bytes,
+                content_type: str = "", *, run_at_ms: int = 0, delay_ms: int = 0, max_retries: int | None = None,
+                timeout_ms: int = 0, backoff: tuple[float, float, float] | None = None,
+                keep_completed_ms: int | None = None) -> NewJob:
         """Validate one job of an enqueue request against the limits."""
         limits = self.config.limits
         limits.check_name(f"job {index}: type", type_)
@@ -145,10 +154,25 @@ class Engine:
         limits.check_priority(index, priority)
         limits.check_payload(index, len(payload))
         limits.check_content_type(index, content_type)
-        return NewJob(type_, queue, priority, payload, content_type)
+        if run_at_ms and delay_ms:
+            raise InvalidArgument(f"job {index}: give run_at or delay, not both")
+        if run_at_ms < 0 or delay_ms < 0:
+            raise InvalidArgument(f"job {index}: run_at and delay cannot be negative")
+        if max_retries is not None and not 0 <= max_retries <= 10_000:
+            raise InvalidArgument(f"job {index}: max_retries {max_retries} is outside 0..10000")
+        if keep_completed_ms is not None and keep_completed_ms < 0:
+            raise InvalidArgument(f"job {index}: keep_completed cannot be negative")
+        if backoff is not None and (backoff[0] < 0 or backoff[1] < 0 or backoff[2] < 0):
+            raise InvalidArgument(f"job {index}: backoff parameters cannot be negative")
+        return NewJob(
+            type_, queue, priority, payload, content_type,
+            run_at_ms=run_at_ms or (self.clock() + delay_ms if delay_ms else 0),
+            max_retries=-1 if max_retries is None else max_retries, timeout_ms=timeout_ms,
+            options=JobOptions(backoff, keep_completed_ms).encode(),
+        )
 
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[int]:
-        self.config.limits.check_batch_size(len(jobs))
+        self.check_batch(len(jobs))
         ids: list[int] = await self._submit(requests.Enqueue(jobs, self.ids, self.memory))
         self.stats["enqueued"] += len(ids)
         return ids
@@ -161,15 +185,17 @@ class Engine:
         payload = self.store.get(Family.DATA, keys.payload_key(job_id)) or b""
         return JobView(JobRecord.decode(job_id, raw), payload)
 
+    def list_errors(self, job_id: int) -> list[ErrorEntry]:
+        self.get_job(job_id)  # NOT_FOUND for a job that does not exist
+        return [ErrorEntry(**json.loads(value)) for _, value in self.store.scan(Family.DATA, *keys.error_range(job_id))]
+
     # Workers.
     def consumer(self, queues: Sequence[str], prefetch: int) -> Consumer:
         limits = self.config.limits
         if not queues:
             raise InvalidArgument("subscribe to at least one queue")
         if len(queues) > limits.max_queues_per_stream:
-            raise InvalidArgument(
-                f"{len(queues)} queues on one stream; the limit is {limits.max_queues_per_stream}"
-            )
+            raise InvalidArgument(f"{len(queues)} queues on one stream; the limit is {limits.max_queues_per_stream}")
         for queue in queues:
             limits.check_name("queue", queue)
         limits.check_prefetch(prefetch)
@@ -181,19 +207,23 @@ class Engine:
         return jobs
 
     async def ack(self, leases: Sequence[tuple[int, int | None]]) -> Outcome:
-        outcome: Outcome = await self._submit(requests.Ack(leases))
+        outcome: Outcome = await self._submit(requests.Ack(leases, self.memory, self.config.retry))
         self.stats["acked"] += len(outcome.done)
         self.stats["ack_rejected"] += len(outcome.rejected)
         return outcome
 
     async def fail(self, failures: Sequence[tuple[Failure, int | None]]) -> Outcome:
-        request = requests.Fail(failures, self.memory, self.config.retry)
-        outcome: Outcome = await self._submit(request)
+        outcome: Outcome = await self._submit(requests.Fail(failures, self.memory, self.config.retry))
         self.stats["failed"] += len(outcome.done)
         return outcome
 
+    async def extend(self, leases: Sequence[tuple[int, int | None]], extend_ms: int) -> list[int]:
+        ids: list[int] = await self._submit(requests.Extend(leases, extend_ms, self.memory))
+        return ids
+
     async def requeue(self, leases: Sequence[tuple[int, int | None]], *, worker_lost: bool) -> list[int]:
-        ids: list[int] = await self._submit(requests.Requeue(leases, self.memory, worker_lost=worker_lost))
+        request = requests.Requeue(leases, self.memory, self.config.retry, worker_lost=worker_lost)
+        ids: list[int] = await self._submit(request)
         self.stats["requeued"] += len(ids)
         return ids
 
@@ -202,9 +232,20 @@ class Engine:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    # The timed services' actions.
     async def promote(self, due: Sequence[tuple[int, int]]) -> list[int]:
         ids: list[int] = await self._submit(requests.Promote(due, self.memory))
         self.stats["promoted"] += len(ids)
+        return ids
+
+    async def time_out(self, due: Sequence[tuple[int, int]]) -> list[int]:
+        ids: list[int] = await self._submit(requests.Timeout(due, self.memory, self.config.retry))
+        self.stats["timed_out"] += len(ids)
+        return ids
+
+    async def purge(self, due: Sequence[tuple[int, int]]) -> list[int]:
+        ids: list[int] = await self._submit(requests.Purge(due, self.memory))
+        self.stats["purged"] += len(ids)
         return ids
 
     @property

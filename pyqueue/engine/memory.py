@@ -1,8 +1,13 @@
-"""The in-memory hints: the ready set and the scheduled set, kept in step with the store.
+"""The in-memory hints, kept in step with the store: the ready set and three timer sets.
 
-They are only ever changed after the store commit that justifies them (disk first, then memory,
-then the announcement), and they are rebuilt from the status index at start-up. A stale entry is
-harmless: every claim and promotion re-reads the record and checks it (compare-and-swap).
+- ready: per-queue skip lists by (priority, id), what workers take next;
+- scheduled: (run_at, id), what the scheduler promotes;
+- deadlines: (lease deadline, id) of jobs in flight with a timeout, what the reaper fails;
+- expiring: (purge time, id) of completed and dead jobs kept for a while, what the purger deletes.
+
+They only change after the store commit that justifies them (disk first, then memory, then the
+announcement), and they are rebuilt from the status index at start-up. A stale entry is harmless:
+every claim, promotion, timeout and purge re-reads the record and checks it (compare-and-swap).
 """
 
 from collections.abc import Callable, Iterable
@@ -12,13 +17,21 @@ from pyqueue.engine.dispatcher import Dispatcher
 from pyqueue.store.records import JobRecord
 
 
+def _ignore(due_ms: int) -> None:
+    pass
+
+
 class Memory:
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.ready = ReadyIndex()
         self.scheduled = TimerSet()
+        self.deadlines = TimerSet()
+        self.expiring = TimerSet()
         self.dispatcher = dispatcher
-        self.on_scheduled: Callable[[int], None] = lambda due_ms: None
-        """Re-arms the scheduler's alarm when a job is scheduled (set by the scheduler)."""
+        # Each timer set's alarm clock re-arms through these when an earlier key arrives.
+        self.on_scheduled: Callable[[int], None] = _ignore
+        self.on_deadline: Callable[[int], None] = _ignore
+        self.on_expiring: Callable[[int], None] = _ignore
 
     def became_ready(self, records: Iterable[JobRecord]) -> None:
         queues = set()
@@ -29,10 +42,23 @@ class Memory:
             self.dispatcher.announce(queues)
 
     def became_scheduled(self, records: Iterable[JobRecord]) -> None:
-        earliest = None
-        for record in records:
-            self.scheduled.insert(record.run_at_ms, record.id)
-            if earliest is None or record.run_at_ms < earliest:
-                earliest = record.run_at_ms
-        if earliest is not None:
-            self.on_scheduled(earliest)
+        _add(self.scheduled, records, self.on_scheduled)
+
+    def became_in_flight(self, records: Iterable[JobRecord]) -> None:
+        _add(self.deadlines, records, self.on_deadline)
+
+    def became_finished(self, records: Iterable[JobRecord]) -> None:
+        _add(self.expiring, records, self.on_expiring)
+
+
+def _add(timers: TimerSet, records: Iterable[JobRecord], rearm: Callable[[int], None]) -> None:
+    earliest = None
+    for record in records:
+        due = record.timer_ms
+        if not due:
+            continue
+        timers.insert(due, record.id)
+        if earliest is None or due < earliest:
+            earliest = due
+    if earliest is not None:
+        rearm(earliest)

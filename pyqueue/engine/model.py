@@ -21,6 +21,10 @@ class NewJob:
     priority: int
     payload: bytes
     content_type: str = ""
+    run_at_ms: int = 0  # absolute; 0 or past: ready at once
+    max_retries: int = -1  # -1: the server's default
+    timeout_ms: int = 0
+    options: bytes = b""  # JobOptions, encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,17 @@ class Failure:
     error_type: str = ""
     backtrace: str = ""
     kill: bool = False
+    retry_at_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEntry:
+    attempt: int
+    at_ms: int
+    kind: str  # error | timeout | lost
+    message: str
+    error_type: str = ""
+    backtrace: str = ""
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ status with no record reads.
 from collections import defaultdict
 
 from pyqueue import failpoints
+from pyqueue._native import TimerSet
 from pyqueue.engine.memory import Memory
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
@@ -21,7 +22,7 @@ def in_flight_ids(store: Store) -> list[int]:
 
 
 def rebuild(store: Store, memory: Memory) -> tuple[int, int]:
-    """Fill the ready and scheduled sets from the store; returns (ready, scheduled) counts.
+    """Fill the ready set and the timer sets from the store; returns (ready, scheduled) counts.
 
     Safe beside live enqueues: inserting a key twice leaves one entry, and every entry is a hint
     that claims and promotions re-check against the record.
@@ -41,15 +42,23 @@ def rebuild(store: Store, memory: Memory) -> tuple[int, int]:
         memory.ready.insert_many(queue, pending)
         ready += len(pending)
 
-    scheduled = 0
-    due: list[tuple[int, int]] = []
-    for key, value in store.scan(Family.INDEX, *keys.status_range(Status.SCHEDULED)):
-        _, run_at, _ = decode_status_value(value)
-        due.append((run_at, keys.id_suffix(key)))
-        if len(due) >= CHUNK:
-            memory.scheduled.insert_many(due)
-            scheduled += len(due)
-            due.clear()
-    memory.scheduled.insert_many(due)
-    scheduled += len(due)
+    scheduled = _fill(store, Status.SCHEDULED, memory.scheduled)
+    _fill(store, Status.COMPLETED, memory.expiring)
+    _fill(store, Status.DEAD, memory.expiring)
     return ready, scheduled
+
+
+def _fill(store: Store, status: Status, timers: TimerSet) -> int:
+    """(timer, id) keys of every job in `status` that has a timer; returns how many."""
+    count = 0
+    pending: list[tuple[int, int]] = []
+    for key, value in store.scan(Family.INDEX, *keys.status_range(status)):
+        _, timer_ms, _ = decode_status_value(value)
+        if timer_ms:
+            pending.append((timer_ms, keys.id_suffix(key)))
+        if len(pending) >= CHUNK:
+            timers.insert_many(pending)
+            count += len(pending)
+            pending.clear()
+    timers.insert_many(pending)
+    return count + len(pending)

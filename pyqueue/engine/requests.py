@@ -1,9 +1,13 @@
 """The writes, one class each: read, check, write (in the single writer), then complete (on the loop).
 
-`apply` runs in the writer thread against a BatchView and must raise before it writes anything
-to refuse. `complete` runs where callers wait, after the commit (and its fsync where `needs_sync`):
+`apply` runs in the writer thread against a BatchView and must refuse (raise) before it writes
+anything. `complete` runs where callers wait, after the commit (and its fsync where `needs_sync`):
 it updates the in-memory hints, then answers. Memory effects run even when the caller has gone
 away: memory must follow the disk.
+
+Every transition out of a state re-reads the record and checks it is still in that state (and,
+for jobs in flight, still under the same lease): that check is the compare-and-swap that makes the
+in-memory sets mere hints.
 """
 
 import asyncio
@@ -15,7 +19,7 @@ from typing import Any, Protocol
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Failure, JobView, NewJob, Outcome, Rejection
-from pyqueue.engine.retry import RetryPolicy
+from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
 from pyqueue.store import keys
 from pyqueue.store.contract import Family
@@ -49,33 +53,68 @@ class _Request:
             self.future.set_exception(self.error)
 
 
-class Enqueue(_Request):
-    def __init__(self, jobs: Sequence[NewJob], ids: IdGenerator, memory: Memory) -> None:
+class _Transitions(_Request):
+    """Collects records by the state they entered, and updates memory accordingly on commit."""
+
+    def __init__(self, memory: Memory) -> None:
         super().__init__()
+        self.memory = memory
+        self.ready: list[JobRecord] = []
+        self.scheduled: list[JobRecord] = []
+        self.finished: list[JobRecord] = []
+
+    def on_commit(self) -> None:
+        self.memory.became_ready(self.ready)
+        self.memory.became_scheduled(self.scheduled)
+        self.memory.became_finished(self.finished)
+
+    def finish(self, view: BatchView, record: JobRecord, status: Status, keep_ms: int) -> None:
+        """Completed or dead: kept for `keep_ms` (then purged), or deleted now."""
+        if status == Status.COMPLETED and keep_ms <= 0:
+            view.delete(record)
+            return
+        before = indexed(record)
+        record.status = status
+        record.expires_ms = view.now_ms + keep_ms if keep_ms > 0 else 0
+        view.save(record, before)
+        self.finished.append(record)
+
+    def retry_or_die(self, view: BatchView, record: JobRecord, policy: RetryPolicy, retry_at_ms: int = 0,
+                     kill: bool = False, rng: random.Random | None = None) -> Status:
+        """After a failed attempt (its error already written): scheduled for a retry, or dead."""
+        if kill or policy.is_exhausted(record.attempts, record.max_retries):
+            self.finish(view, record, Status.DEAD, policy.keep_dead_ms)
+            return Status.DEAD
+        before = indexed(record)
+        record.status = Status.SCHEDULED
+        record.expires_ms = 0
+        record.run_at_ms = retry_at_ms or view.now_ms + policy.delay_ms(record.attempts, rng)
+        view.save(record, before)
+        self.scheduled.append(record)
+        return Status.SCHEDULED
+
+
+class Enqueue(_Transitions):
+    def __init__(self, jobs: Sequence[NewJob], ids: IdGenerator, memory: Memory) -> None:
+        super().__init__(memory)
         self.jobs = jobs
         self.ids = ids
-        self.memory = memory
-        self.records: list[JobRecord] = []
 
     def apply(self, view: BatchView) -> None:
         now = view.now_ms
+        created = []
         for job in self.jobs:
+            scheduled = job.run_at_ms > now
             record = JobRecord(
-                id=self.ids.next(now),
-                status=Status.READY,
-                queue=job.queue,
-                type=job.type,
-                priority=job.priority,
-                created_ms=now,
-                updated_ms=now,
-                content_type=job.content_type,
+                id=self.ids.next(now), status=Status.SCHEDULED if scheduled else Status.READY, queue=job.queue,
+                type=job.type, priority=job.priority, created_ms=now, updated_ms=now,
+                content_type=job.content_type, run_at_ms=job.run_at_ms if scheduled else 0,
+                max_retries=job.max_retries, timeout_ms=job.timeout_ms, options=job.options,
             )
             view.create(record, job.payload)
-            self.records.append(record)
-        self.result = [r.id for r in self.records]
-
-    def on_commit(self) -> None:
-        self.memory.became_ready(self.records)
+            (self.scheduled if scheduled else self.ready).append(record)
+            created.append(record.id)
+        self.result = created
 
 
 class Holder(Protocol):
@@ -98,7 +137,6 @@ class Claim(_Request):
         self.taken: list[JobRecord] = []
 
     def apply(self, view: BatchView) -> None:
-        deliveries = []
         for record in view.records(self.job_ids):
             if record is None or record.status != Status.READY:
                 continue  # a stale hint: deleted, moved or changed since it was queued
@@ -106,45 +144,42 @@ class Claim(_Request):
             record.status = Status.IN_FLIGHT
             record.attempts += 1
             record.lease = (record.lease + 1) & 0xFFFFFFFF
+            record.expires_ms = view.now_ms + record.timeout_ms if record.timeout_ms else 0
             view.save(record, before)
             # A snapshot: the writer may change the cached record again while the loop sends this one.
             self.taken.append(record.clone())
-        for record, payload in zip(self.taken, view.payloads([r.id for r in self.taken]), strict=True):
-            deliveries.append(JobView(record, payload))
-        self.result = deliveries
+        payloads = view.payloads([r.id for r in self.taken])
+        self.result = [JobView(r, p) for r, p in zip(self.taken, payloads, strict=True)]
 
     def on_commit(self) -> None:
         self.holder.delivered(self.taken)
+        self.memory.became_in_flight(self.taken)
 
     def on_error(self) -> None:
         # The keys left memory but the write failed: give them back so another stream can try.
-        self.memory.became_ready(r for r in self.taken if r is not None)
+        self.memory.became_ready(self.taken)
 
 
 def _check_lease(record: JobRecord | None, job_id: int, lease: int | None) -> Rejection | None:
     if lease is None:
-        return Rejection(
-            job_id,
-            "FAILED_PRECONDITION",
-            f"job {job_id} is not in flight on this stream (acked already, or never delivered here)",
-        )
+        return Rejection(job_id, "FAILED_PRECONDITION",
+                         f"job {job_id} is not in flight on this stream (acked already, or never delivered here)")
     if record is None:
         return Rejection(job_id, "NOT_FOUND", f"job {job_id} no longer exists")
     if record.status != Status.IN_FLIGHT or record.lease != lease:
-        return Rejection(
-            job_id,
-            "FAILED_PRECONDITION",
-            f"job {job_id}'s lease {lease} is no longer current (the job is {record.status.label})",
-        )
+        return Rejection(job_id, "FAILED_PRECONDITION",
+                         f"job {job_id}'s lease {lease} is no longer current (the job is {record.status.label})")
     return None
 
 
-class Ack(_Request):
-    """Complete jobs in flight on one stream: delete them with every index entry, in one batch."""
+class Ack(_Transitions):
+    """Complete jobs in flight on one stream: delete them with every index entry (or keep them
+    completed for their retention), in one batch."""
 
-    def __init__(self, leases: Sequence[tuple[int, int | None]]) -> None:
-        super().__init__()
+    def __init__(self, leases: Sequence[tuple[int, int | None]], memory: Memory, policy: RetryPolicy) -> None:
+        super().__init__(memory)
         self.leases = leases
+        self.policy = policy
 
     def apply(self, view: BatchView) -> None:
         outcome = Outcome(done=[], rejected=[])
@@ -155,27 +190,30 @@ class Ack(_Request):
                 outcome.rejected.append(refusal)
                 continue
             assert record is not None
-            view.delete(record)
+            policy = self.policy.for_job(JobOptions.decode(record.options)) if record.options else self.policy
+            self.finish(view, record, Status.COMPLETED, policy.keep_completed_ms)
             outcome.done.append((job_id, Status.COMPLETED))
         self.result = outcome
 
 
-class Fail(_Request):
-    """Record a failed attempt: an error record, then a retry at the backoff time, or dead."""
+def write_error(view: BatchView, record: JobRecord, kind: str, message: str, error_type: str = "",
+                backtrace: str = "") -> None:
+    entry = {"attempt": record.attempts, "at_ms": view.now_ms, "kind": kind, "message": message,
+             "error_type": error_type, "backtrace": backtrace}
+    view.batch.put(Family.DATA, keys.error_key(record.id, record.attempts), json.dumps(entry).encode())
+    record.errors += 1
 
-    def __init__(
-        self,
-        failures: Sequence[tuple[Failure, int | None]],
-        memory: Memory,
-        policy: RetryPolicy,
-        rng: random.Random | None = None,
-    ) -> None:
-        super().__init__()
+
+class Fail(_Transitions):
+    """Record a failed attempt: an error record, then a retry (at the backoff time or the asked
+    time), or dead when killed or out of retries; all in one commit."""
+
+    def __init__(self, failures: Sequence[tuple[Failure, int | None]], memory: Memory, policy: RetryPolicy,
+                 rng: random.Random | None = None) -> None:
+        super().__init__(memory)
         self.failures = failures
-        self.memory = memory
         self.policy = policy
         self.rng = rng
-        self.scheduled: list[JobRecord] = []
 
     def apply(self, view: BatchView) -> None:
         outcome = Outcome(done=[], rejected=[])
@@ -186,50 +224,79 @@ class Fail(_Request):
                 outcome.rejected.append(refusal)
                 continue
             assert record is not None
-            before = indexed(record)
             write_error(view, record, "error", failure.message, failure.error_type, failure.backtrace)
-            if failure.kill or self.policy.is_exhausted(record.attempts, record.max_retries):
-                record.status = Status.DEAD
-            else:
-                record.status = Status.SCHEDULED
-                record.run_at_ms = view.now_ms + self.policy.delay_ms(record.attempts, self.rng)
-                self.scheduled.append(record)
-            view.save(record, before)
-            outcome.done.append((failure.job_id, record.status))
+            policy = self.policy.for_job(JobOptions.decode(record.options))
+            status = self.retry_or_die(view, record, policy, failure.retry_at_ms, failure.kill, self.rng)
+            outcome.done.append((failure.job_id, status))
         self.result = outcome
 
-    def on_commit(self) -> None:
-        self.memory.became_scheduled(self.scheduled)
+
+class Timeout(_Transitions):
+    """Leases that ran out: the attempt fails with a timeout error, then the retry policy applies."""
+
+    needs_sync = False  # lost in a crash, the job is simply in flight again and recovered to ready
+
+    def __init__(self, due: Sequence[tuple[int, int]], memory: Memory, policy: RetryPolicy) -> None:
+        super().__init__(memory)
+        self.due = due
+        self.policy = policy
+
+    def apply(self, view: BatchView) -> None:
+        records = view.records([job_id for _, job_id in self.due])
+        timed_out = []
+        for (deadline, _), record in zip(self.due, records, strict=True):
+            if record is None or record.status != Status.IN_FLIGHT or record.expires_ms != deadline:
+                continue  # acked, failed or extended meanwhile
+            write_error(view, record, "timeout",
+                        f"attempt {record.attempts} ran past its timeout of {record.timeout_ms} ms")
+            self.retry_or_die(view, record, self.policy.for_job(JobOptions.decode(record.options)))
+            timed_out.append(record.id)
+        self.result = timed_out
 
 
-def write_error(
-    view: BatchView, record: JobRecord, kind: str, message: str, error_type: str = "", backtrace: str = ""
-) -> None:
-    entry = {
-        "attempt": record.attempts,
-        "at_ms": view.now_ms,
-        "kind": kind,
-        "message": message,
-        "error_type": error_type,
-        "backtrace": backtrace,
-    }
-    view.batch.put(Family.DATA, keys.error_key(record.id, record.attempts), json.dumps(entry).encode())
-    record.errors += 1
-
-
-class Requeue(_Request):
-    """In flight back to ready: its stream ended (worker lost), or the server restarted."""
+class Extend(_Request):
+    """Move the lease deadline of jobs a worker is still running."""
 
     needs_sync = False
 
-    def __init__(
-        self, leases: Sequence[tuple[int, int | None]], memory: Memory, *, worker_lost: bool
-    ) -> None:
+    def __init__(self, leases: Sequence[tuple[int, int | None]], extend_ms: int, memory: Memory) -> None:
         super().__init__()
         self.leases = leases
+        self.extend_ms = extend_ms
         self.memory = memory
+        self.extended: list[JobRecord] = []
+
+    def apply(self, view: BatchView) -> None:
+        records = view.records([job_id for job_id, _ in self.leases])
+        for (job_id, lease), record in zip(self.leases, records, strict=True):
+            if _check_lease(record, job_id, lease) is not None:
+                continue
+            assert record is not None
+            span = self.extend_ms or record.timeout_ms
+            if not span:
+                continue
+            before = indexed(record)
+            record.expires_ms = view.now_ms + span
+            view.save(record, before)
+            self.extended.append(record.clone())
+        self.result = [r.id for r in self.extended]
+
+    def on_commit(self) -> None:
+        self.memory.became_in_flight(self.extended)
+
+
+class Requeue(_Transitions):
+    """In flight back to ready: its stream ended (worker lost), or the server restarted. A job
+    that has now taken down `max_worker_losses` workers is dead instead of looping forever."""
+
+    needs_sync = False
+
+    def __init__(self, leases: Sequence[tuple[int, int | None]], memory: Memory, policy: RetryPolicy, *,
+                 worker_lost: bool) -> None:
+        super().__init__(memory)
+        self.leases = leases
+        self.policy = policy
         self.worker_lost = worker_lost
-        self.requeued: list[JobRecord] = []
 
     def apply(self, view: BatchView) -> None:
         records = view.records([job_id for job_id, _ in self.leases])
@@ -238,28 +305,29 @@ class Requeue(_Request):
                 continue
             if lease is not None and record.lease != lease:
                 continue
-            before = indexed(record)
-            record.status = Status.READY
             if self.worker_lost:
                 record.lost += 1
+                if record.lost >= self.policy.max_worker_losses:
+                    write_error(view, record, "lost", f"{record.lost} workers were lost while running this job; "
+                                "it is dead so that it stops taking workers down")
+                    self.finish(view, record, Status.DEAD, self.policy.keep_dead_ms)
+                    continue
+            before = indexed(record)
+            record.status = Status.READY
+            record.expires_ms = 0
             view.save(record, before)
-            self.requeued.append(record)
-        self.result = [r.id for r in self.requeued]
-
-    def on_commit(self) -> None:
-        self.memory.became_ready(self.requeued)
+            self.ready.append(record)
+        self.result = [r.id for r in self.ready]
 
 
-class Promote(_Request):
+class Promote(_Transitions):
     """Scheduled jobs whose time has come become ready, many in one commit."""
 
     needs_sync = False
 
     def __init__(self, due: Sequence[tuple[int, int]], memory: Memory) -> None:
-        super().__init__()
+        super().__init__(memory)
         self.due = due
-        self.memory = memory
-        self.promoted: list[JobRecord] = []
 
     def apply(self, view: BatchView) -> None:
         records = view.records([job_id for _, job_id in self.due])
@@ -270,23 +338,34 @@ class Promote(_Request):
             record.status = Status.READY
             record.run_at_ms = 0
             view.save(record, before)
-            self.promoted.append(record)
-        self.result = [r.id for r in self.promoted]
-
-    def on_commit(self) -> None:
-        self.memory.became_ready(self.promoted)
+            self.ready.append(record)
+        self.result = [r.id for r in self.ready]
 
     def on_error(self) -> None:
-        self.memory.became_scheduled(
-            JobRecord(
-                id=job_id,
-                status=Status.SCHEDULED,
-                queue="",
-                type="",
-                priority=0,
-                created_ms=0,
-                updated_ms=0,
-                run_at_ms=due_ms,
-            )
-            for due_ms, job_id in self.due
-        )
+        for due_ms, job_id in self.due:
+            self.memory.scheduled.insert(due_ms, job_id)
+
+
+class Purge(_Request):
+    """Completed and dead jobs whose retention ran out: deleted with payload and errors."""
+
+    needs_sync = False
+
+    def __init__(self, due: Sequence[tuple[int, int]], memory: Memory) -> None:
+        super().__init__()
+        self.due = due
+        self.memory = memory
+
+    def apply(self, view: BatchView) -> None:
+        purged = []
+        records = view.records([job_id for _, job_id in self.due])
+        for (due_ms, _), record in zip(self.due, records, strict=True):
+            if record is None or record.status not in (Status.COMPLETED, Status.DEAD) or record.expires_ms != due_ms:
+                continue
+            view.delete(record)
+            purged.append(record.id)
+        self.result = purged
+
+    def on_error(self) -> None:
+        for due_ms, job_id in self.due:
+            self.memory.expiring.insert(due_ms, job_id)

@@ -1,11 +1,16 @@
-"""The retry policy: how long a failed job waits, and when it is dead.
+"""The retry and retention policy: how long a failed job waits, when it is dead, how long finished
+jobs are kept.
 
-The default curve is the one Sidekiq, Faktory and Asynq users know: attempt^4 + 15 s plus a random
-jitter that grows with the attempt; 25 retries add up to about three weeks.
+The default backoff is the curve Sidekiq, Faktory and Asynq users know: attempt^4 + 15 s plus a
+random jitter that grows with the attempt; 25 retries add up to about three weeks. A job can carry
+its own curve and retry limit.
 """
 
+import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+DAY_MS = 24 * 3600 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,6 +19,9 @@ class RetryPolicy:
     base_s: float = 15.0
     exponent: float = 4.0
     jitter_s: float = 10.0
+    max_worker_losses: int = 3  # a job that took down this many workers is dead
+    keep_completed_ms: int = 0  # 0: delete at the ack
+    keep_dead_ms: int = 7 * DAY_MS
 
     def retries_for(self, record_max_retries: int) -> int:
         return self.max_retries if record_max_retries < 0 else record_max_retries
@@ -26,3 +34,39 @@ class RetryPolicy:
         r = (rng or random).random()
         seconds = attempts**self.exponent + self.base_s + r * self.jitter_s * (attempts + 1)
         return int(seconds * 1000)
+
+    def for_job(self, options: "JobOptions") -> "RetryPolicy":
+        policy = self
+        if options.backoff is not None:
+            base_s, exponent, jitter_s = options.backoff
+            policy = replace(policy, base_s=base_s, exponent=exponent, jitter_s=jitter_s)
+        if options.keep_completed_ms is not None:
+            policy = replace(policy, keep_completed_ms=options.keep_completed_ms)
+        return policy
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """Rarely used per-job settings, kept as JSON in the record's options blob."""
+
+    backoff: tuple[float, float, float] | None = None
+    keep_completed_ms: int | None = None
+
+    def encode(self) -> bytes:
+        data: dict[str, object] = {}
+        if self.backoff is not None:
+            data["backoff"] = list(self.backoff)
+        if self.keep_completed_ms is not None:
+            data["keep_completed_ms"] = self.keep_completed_ms
+        return json.dumps(data, separators=(",", ":")).encode() if data else b""
+
+    @classmethod
+    def decode(cls, raw: bytes) -> "JobOptions":
+        if not raw:
+            return NO_OPTIONS
+        data = json.loads(raw)
+        backoff = data.get("backoff")
+        return cls(tuple(backoff) if backoff else None, data.get("keep_completed_ms"))
+
+
+NO_OPTIONS = JobOptions()

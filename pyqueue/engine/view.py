@@ -20,11 +20,11 @@ from pyqueue.store.contract import Batch, Family, Store
 from pyqueue.store.records import JobRecord, Status
 
 Indexed = tuple[Status, int, int, str]
-"""What the status and queue index entries are derived from: status, priority, run_at, queue."""
+"""What the status and queue index entries are derived from: status, priority, timer, queue."""
 
 
 def indexed(record: JobRecord) -> Indexed:
-    return record.status, record.priority, record.run_at_ms, record.queue
+    return record.status, record.priority, record.timer_ms, record.queue
 
 
 class InFlightCache:

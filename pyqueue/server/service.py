@@ -1,8 +1,9 @@
 """The Queue servicer: protobuf in, engine calls, protobuf out."""
 
 from pyqueue.engine import Engine, EngineError
+from pyqueue.engine.model import NewJob
 from pyqueue.server.config import ServerConfig
-from pyqueue.server.convert import job_to_pb
+from pyqueue.server.convert import error_to_pb, job_to_pb
 from pyqueue.server.status import Context, abort
 from pyqueue.server.take import TakeStream
 from pyqueue.v1 import queue_pb2 as pb
@@ -18,22 +19,19 @@ class QueueService(pb_grpc.QueueServicer):
     async def Enqueue(self, request: pb.EnqueueRequest, context: Context) -> pb.EnqueueResponse:
         engine = self.engine
         try:
-            engine.config.limits.check_batch_size(len(request.jobs))
-            jobs = [
-                engine.new_job(
-                    i,
-                    j.type,
-                    j.queue,
-                    j.priority if j.HasField("priority") else None,
-                    j.payload,
-                    j.content_type,
-                )
-                for i, j in enumerate(request.jobs)
-            ]
+            engine.check_batch(len(request.jobs))
+            jobs = [_new_job(engine, i, j) for i, j in enumerate(request.jobs)]
             ids = await engine.enqueue(jobs)
         except EngineError as exc:
             await abort(context, exc)
         return pb.EnqueueResponse(jobs=[pb.Enqueued(id=job_id) for job_id in ids])
+
+    async def ListErrors(self, request: pb.ListErrorsRequest, context: Context) -> pb.ListErrorsResponse:
+        try:
+            entries = self.engine.list_errors(request.id)
+        except EngineError as exc:
+            await abort(context, exc)
+        return pb.ListErrorsResponse(errors=[error_to_pb(e) for e in entries])
 
     async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:
         try:
@@ -52,3 +50,13 @@ class QueueService(pb_grpc.QueueServicer):
     def end_streams(self) -> None:
         for stream in tuple(self.streams):
             stream.end()
+
+
+def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:
+    return engine.new_job(
+        index, job.type, job.queue, job.priority if job.HasField("priority") else None, job.payload,
+        job.content_type, run_at_ms=job.run_at_ms, delay_ms=job.delay_ms,
+        max_retries=job.max_retries if job.HasField("max_retries") else None, timeout_ms=job.timeout_ms,
+        backoff=(job.backoff.base_s, job.backoff.exponent, job.backoff.jitter_s) if job.HasField("backoff") else None,
+        keep_completed_ms=job.keep_completed_ms if job.HasField("keep_completed_ms") else None,
+    )

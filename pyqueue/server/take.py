@@ -87,10 +87,12 @@ class TakeStream:
                     self._spawn(self._ack(list(message.ack.ids)))
                 elif kind == "fail":
                     failures = [
-                        Failure(f.id, f.message, f.error_type, f.backtrace, f.kill)
+                        Failure(f.id, f.message, f.error_type, f.backtrace, f.kill, f.retry_at_ms)
                         for f in message.fail.failures
                     ]
                     self._spawn(self._fail(failures))
+                elif kind == "extend":
+                    self._spawn(self.consumer.extend(list(message.extend.ids), message.extend.extend_ms))
                 else:
                     break  # a second subscribe is a protocol error: end the stream
         finally:

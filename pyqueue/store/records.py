@@ -146,12 +146,18 @@ class JobRecord:
         except (struct.error, ValueError, UnicodeDecodeError) as exc:
             raise CorruptRecordError(f"job {job_id}: undecodable record ({exc})") from exc
 
+    @property
+    def timer_ms(self) -> int:
+        """The time that matters in this status: when a scheduled job is due, when an in-flight
+        lease runs out, when a completed or dead job is purged (0: none)."""
+        return self.run_at_ms if self.status == Status.SCHEDULED else self.expires_ms
+
     def status_value(self) -> bytes:
         """The status index entry's value: enough to rebuild the in-memory sets without a read."""
-        return _STATUS_VALUE.pack(self.priority, self.run_at_ms) + self.queue.encode()
+        return _STATUS_VALUE.pack(self.priority, self.timer_ms) + self.queue.encode()
 
 
 def decode_status_value(raw: bytes) -> tuple[int, int, str]:
-    """(priority, run_at_ms, queue) from a status index value."""
+    """(priority, timer_ms, queue) from a status index value."""
     priority, run_at = _STATUS_VALUE.unpack_from(raw, 0)
     return priority, run_at, raw[_STATUS_VALUE.size :].decode()

@@ -24,51 +24,61 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16pyqueue/v1/queue.proto\x12\npyqueue.v1\"p\n\x06NewJob\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x15\n\x08priority\x18\x03 \x01(\rH\x00\x88\x01\x01\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x14\n\x0c\x63ontent_type\x18\x05 \x01(\tB\x0b\n\t_priority\"2\n\x0e\x45nqueueRequest\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.pyqueue.v1.NewJob\"\x16\n\x08\x45nqueued\x12\n\n\x02id\x18\x01 \x01(\x04\"5\n\x0f\x45nqueueResponse\x12\"\n\x04jobs\x18\x01 \x03(\x0b\x32\x14.pyqueue.v1.Enqueued\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\x04\"\xf0\x01\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\r\x12\x0f\n\x07payload\x18\x05 \x01(\x0c\x12\x14\n\x0c\x63ontent_type\x18\x06 \x01(\t\x12%\n\x06status\x18\x07 \x01(\x0e\x32\x15.pyqueue.v1.JobStatus\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\r\x12\x15\n\rcreated_at_ms\x18\t \x01(\x03\x12\x15\n\rupdated_at_ms\x18\n \x01(\x03\x12\x11\n\trun_at_ms\x18\x0b \x01(\x03\x12\r\n\x05lease\x18\x0c \x01(\r\"-\n\tSubscribe\x12\x0e\n\x06queues\x18\x01 \x03(\t\x12\x10\n\x08prefetch\x18\x02 \x01(\r\"\x12\n\x03\x41\x63k\x12\x0b\n\x03ids\x18\x01 \x03(\x04\"[\n\x07\x46\x61ilure\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nerror_type\x18\x03 \x01(\t\x12\x11\n\tbacktrace\x18\x04 \x01(\t\x12\x0c\n\x04kill\x18\x05 \x01(\x08\"-\n\x04\x46\x61il\x12%\n\x08\x66\x61ilures\x18\x01 \x03(\x0b\x32\x13.pyqueue.v1.Failure\"\x83\x01\n\x0bTakeRequest\x12*\n\tsubscribe\x18\x01 \x01(\x0b\x32\x15.pyqueue.v1.SubscribeH\x00\x12\x1e\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x0f.pyqueue.v1.AckH\x00\x12 \n\x04\x66\x61il\x18\x03 \x01(\x0b\x32\x10.pyqueue.v1.FailH\x00\x42\x06\n\x04kind\")\n\x08JobBatch\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.pyqueue.v1.Job\"#\n\tHeartbeat\x12\x16\n\x0eserver_time_ms\x18\x01 \x01(\x03\"6\n\tRejection\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"C\n\tAckResult\x12\r\n\x05\x61\x63ked\x18\x01 \x03(\x04\x12\'\n\x08rejected\x18\x02 \x03(\x0b\x32\x15.pyqueue.v1.Rejection\"@\n\x0b\x46\x61ilOutcome\x12\n\n\x02id\x18\x01 \x01(\x04\x12%\n\x06status\x18\x02 \x01(\x0e\x32\x15.pyqueue.v1.JobStatus\"^\n\nFailResult\x12\'\n\x06\x66\x61iled\x18\x01 \x03(\x0b\x32\x17.pyqueue.v1.FailOutcome\x12\'\n\x08rejected\x18\x02 \x03(\x0b\x32\x15.pyqueue.v1.Rejection\"\xc4\x01\n\x0cTakeResponse\x12$\n\x04jobs\x18\x01 \x01(\x0b\x32\x14.pyqueue.v1.JobBatchH\x00\x12*\n\theartbeat\x18\x02 \x01(\x0b\x32\x15.pyqueue.v1.HeartbeatH\x00\x12+\n\nack_result\x18\x03 \x01(\x0b\x32\x15.pyqueue.v1.AckResultH\x00\x12-\n\x0b\x66\x61il_result\x18\x04 \x01(\x0b\x32\x16.pyqueue.v1.FailResultH\x00\x42\x06\n\x04kind*\xa0\x01\n\tJobStatus\x12\x1a\n\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14JOB_STATUS_SCHEDULED\x10\x01\x12\x14\n\x10JOB_STATUS_READY\x10\x02\x12\x18\n\x14JOB_STATUS_IN_FLIGHT\x10\x03\x12\x18\n\x14JOB_STATUS_COMPLETED\x10\x04\x12\x13\n\x0fJOB_STATUS_DEAD\x10\x05\x32\xc0\x01\n\x05Queue\x12\x42\n\x07\x45nqueue\x12\x1a.pyqueue.v1.EnqueueRequest\x1a\x1b.pyqueue.v1.EnqueueResponse\x12\x34\n\x06GetJob\x12\x19.pyqueue.v1.GetJobRequest\x1a\x0f.pyqueue.v1.Job\x12=\n\x04Take\x12\x17.pyqueue.v1.TakeRequest\x1a\x18.pyqueue.v1.TakeResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16pyqueue/v1/queue.proto\x12\npyqueue.v1\"\xaf\x02\n\x06NewJob\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x15\n\x08priority\x18\x03 \x01(\rH\x00\x88\x01\x01\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x14\n\x0c\x63ontent_type\x18\x05 \x01(\t\x12\x11\n\trun_at_ms\x18\x06 \x01(\x03\x12\x10\n\x08\x64\x65lay_ms\x18\x07 \x01(\x03\x12\x18\n\x0bmax_retries\x18\x08 \x01(\x05H\x01\x88\x01\x01\x12\x12\n\ntimeout_ms\x18\t \x01(\r\x12$\n\x07\x62\x61\x63koff\x18\n \x01(\x0b\x32\x13.pyqueue.v1.Backoff\x12\x1e\n\x11keep_completed_ms\x18\x0b \x01(\x03H\x02\x88\x01\x01\x42\x0b\n\t_priorityB\x0e\n\x0c_max_retriesB\x14\n\x12_keep_completed_ms\"=\n\x07\x42\x61\x63koff\x12\x0e\n\x06\x62\x61se_s\x18\x01 \x01(\x01\x12\x10\n\x08\x65xponent\x18\x02 \x01(\x01\x12\x10\n\x08jitter_s\x18\x03 \x01(\x01\"2\n\x0e\x45nqueueRequest\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.pyqueue.v1.NewJob\"\x16\n\x08\x45nqueued\x12\n\n\x02id\x18\x01 \x01(\x04\"5\n\x0f\x45nqueueResponse\x12\"\n\x04jobs\x18\x01 \x03(\x0b\x32\x14.pyqueue.v1.Enqueued\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\x04\"\xce\x02\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\r\x12\x0f\n\x07payload\x18\x05 \x01(\x0c\x12\x14\n\x0c\x63ontent_type\x18\x06 \x01(\t\x12%\n\x06status\x18\x07 \x01(\x0e\x32\x15.pyqueue.v1.JobStatus\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\r\x12\x15\n\rcreated_at_ms\x18\t \x01(\x03\x12\x15\n\rupdated_at_ms\x18\n \x01(\x03\x12\x11\n\trun_at_ms\x18\x0b \x01(\x03\x12\r\n\x05lease\x18\x0c \x01(\r\x12\x13\n\x0bmax_retries\x18\r \x01(\x05\x12\x12\n\ntimeout_ms\x18\x0e \x01(\r\x12\x15\n\rexpires_at_ms\x18\x0f \x01(\x03\x12\x0e\n\x06\x65rrors\x18\x10 \x01(\r\x12\x0c\n\x04lost\x18\x11 \x01(\r\"\x1f\n\x11ListErrorsRequest\x12\n\n\x02id\x18\x01 \x01(\x04\"p\n\x08JobError\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\r\x12\r\n\x05\x61t_ms\x18\x02 \x01(\x03\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x12\n\nerror_type\x18\x05 \x01(\t\x12\x11\n\tbacktrace\x18\x06 \x01(\t\":\n\x12ListErrorsResponse\x12$\n\x06\x65rrors\x18\x01 \x03(\x0b\x32\x14.pyqueue.v1.JobError\"-\n\tSubscribe\x12\x0e\n\x06queues\x18\x01 \x03(\t\x12\x10\n\x08prefetch\x18\x02 \x01(\r\"\x12\n\x03\x41\x63k\x12\x0b\n\x03ids\x18\x01 \x03(\x04\"p\n\x07\x46\x61ilure\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nerror_type\x18\x03 \x01(\t\x12\x11\n\tbacktrace\x18\x04 \x01(\t\x12\x0c\n\x04kill\x18\x05 \x01(\x08\x12\x13\n\x0bretry_at_ms\x18\x06 \x01(\x03\"(\n\x06\x45xtend\x12\x0b\n\x03ids\x18\x01 \x03(\x04\x12\x11\n\textend_ms\x18\x02 \x01(\r\"-\n\x04\x46\x61il\x12%\n\x08\x66\x61ilures\x18\x01 \x03(\x0b\x32\x13.pyqueue.v1.Failure\"\xa9\x01\n\x0bTakeRequest\x12*\n\tsubscribe\x18\x01 \x01(\x0b\x32\x15.pyqueue.v1.SubscribeH\x00\x12\x1e\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x0f.pyqueue.v1.AckH\x00\x12 \n\x04\x66\x61il\x18\x03 \x01(\x0b\x32\x10.pyqueue.v1.FailH\x00\x12$\n\x06\x65xtend\x18\x04 \x01(\x0b\x32\x12.pyqueue.v1.ExtendH\x00\x42\x06\n\x04kind\")\n\x08JobBatch\x12\x1d\n\x04jobs\x18\x01 \x03(\x0b\x32\x0f.pyqueue.v1.Job\"#\n\tHeartbeat\x12\x16\n\x0eserver_time_ms\x18\x01 \x01(\x03\"6\n\tRejection\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"C\n\tAckResult\x12\r\n\x05\x61\x63ked\x18\x01 \x03(\x04\x12\'\n\x08rejected\x18\x02 \x03(\x0b\x32\x15.pyqueue.v1.Rejection\"@\n\x0b\x46\x61ilOutcome\x12\n\n\x02id\x18\x01 \x01(\x04\x12%\n\x06status\x18\x02 \x01(\x0e\x32\x15.pyqueue.v1.JobStatus\"^\n\nFailResult\x12\'\n\x06\x66\x61iled\x18\x01 \x03(\x0b\x32\x17.pyqueue.v1.FailOutcome\x12\'\n\x08rejected\x18\x02 \x03(\x0b\x32\x15.pyqueue.v1.Rejection\"\xc4\x01\n\x0cTakeResponse\x12$\n\x04jobs\x18\x01 \x01(\x0b\x32\x14.pyqueue.v1.JobBatchH\x00\x12*\n\theartbeat\x18\x02 \x01(\x0b\x32\x15.pyqueue.v1.HeartbeatH\x00\x12+\n\nack_result\x18\x03 \x01(\x0b\x32\x15.pyqueue.v1.AckResultH\x00\x12-\n\x0b\x66\x61il_result\x18\x04 \x01(\x0b\x32\x16.pyqueue.v1.FailResultH\x00\x42\x06\n\x04kind*\xa0\x01\n\tJobStatus\x12\x1a\n\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14JOB_STATUS_SCHEDULED\x10\x01\x12\x14\n\x10JOB_STATUS_READY\x10\x02\x12\x18\n\x14JOB_STATUS_IN_FLIGHT\x10\x03\x12\x18\n\x14JOB_STATUS_COMPLETED\x10\x04\x12\x13\n\x0fJOB_STATUS_DEAD\x10\x05\x32\x8d\x02\n\x05Queue\x12\x42\n\x07\x45nqueue\x12\x1a.pyqueue.v1.EnqueueRequest\x1a\x1b.pyqueue.v1.EnqueueResponse\x12\x34\n\x06GetJob\x12\x19.pyqueue.v1.GetJobRequest\x1a\x0f.pyqueue.v1.Job\x12=\n\x04Take\x12\x17.pyqueue.v1.TakeRequest\x1a\x18.pyqueue.v1.TakeResponse(\x01\x30\x01\x12K\n\nListErrors\x12\x1d.pyqueue.v1.ListErrorsRequest\x1a\x1e.pyqueue.v1.ListErrorsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'pyqueue.v1.queue_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_JOBSTATUS']._serialized_start=1463
-  _globals['_JOBSTATUS']._serialized_end=1623
-  _globals['_NEWJOB']._serialized_start=38
-  _globals['_NEWJOB']._serialized_end=150
-  _globals['_ENQUEUEREQUEST']._serialized_start=152
-  _globals['_ENQUEUEREQUEST']._serialized_end=202
-  _globals['_ENQUEUED']._serialized_start=204
-  _globals['_ENQUEUED']._serialized_end=226
-  _globals['_ENQUEUERESPONSE']._serialized_start=228
-  _globals['_ENQUEUERESPONSE']._serialized_end=281
-  _globals['_GETJOBREQUEST']._serialized_start=283
-  _globals['_GETJOBREQUEST']._serialized_end=310
-  _globals['_JOB']._serialized_start=313
-  _globals['_JOB']._serialized_end=553
-  _globals['_SUBSCRIBE']._serialized_start=555
-  _globals['_SUBSCRIBE']._serialized_end=600
-  _globals['_ACK']._serialized_start=602
-  _globals['_ACK']._serialized_end=620
-  _globals['_FAILURE']._serialized_start=622
-  _globals['_FAILURE']._serialized_end=713
-  _globals['_FAIL']._serialized_start=715
-  _globals['_FAIL']._serialized_end=760
-  _globals['_TAKEREQUEST']._serialized_start=763
-  _globals['_TAKEREQUEST']._serialized_end=894
-  _globals['_JOBBATCH']._serialized_start=896
-  _globals['_JOBBATCH']._serialized_end=937
-  _globals['_HEARTBEAT']._serialized_start=939
-  _globals['_HEARTBEAT']._serialized_end=974
-  _globals['_REJECTION']._serialized_start=976
-  _globals['_REJECTION']._serialized_end=1030
-  _globals['_ACKRESULT']._serialized_start=1032
-  _globals['_ACKRESULT']._serialized_end=1099
-  _globals['_FAILOUTCOME']._serialized_start=1101
-  _globals['_FAILOUTCOME']._serialized_end=1165
-  _globals['_FAILRESULT']._serialized_start=1167
-  _globals['_FAILRESULT']._serialized_end=1261
-  _globals['_TAKERESPONSE']._serialized_start=1264
-  _globals['_TAKERESPONSE']._serialized_end=1460
-  _globals['_QUEUE']._serialized_start=1626
-  _globals['_QUEUE']._serialized_end=1818
+  _globals['_JOBSTATUS']._serialized_start=2120
+  _globals['_JOBSTATUS']._serialized_end=2280
+  _globals['_NEWJOB']._serialized_start=39
+  _globals['_NEWJOB']._serialized_end=342
+  _globals['_BACKOFF']._serialized_start=344
+  _globals['_BACKOFF']._serialized_end=405
+  _globals['_ENQUEUEREQUEST']._serialized_start=407
+  _globals['_ENQUEUEREQUEST']._serialized_end=457
+  _globals['_ENQUEUED']._serialized_start=459
+  _globals['_ENQUEUED']._serialized_end=481
+  _globals['_ENQUEUERESPONSE']._serialized_start=483
+  _globals['_ENQUEUERESPONSE']._serialized_end=536
+  _globals['_GETJOBREQUEST']._serialized_start=538
+  _globals['_GETJOBREQUEST']._serialized_end=565
+  _globals['_JOB']._serialized_start=568
+  _globals['_JOB']._serialized_end=902
+  _globals['_LISTERRORSREQUEST']._serialized_start=904
+  _globals['_LISTERRORSREQUEST']._serialized_end=935
+  _globals['_JOBERROR']._serialized_start=937
+  _globals['_JOBERROR']._serialized_end=1049
+  _globals['_LISTERRORSRESPONSE']._serialized_start=1051
+  _globals['_LISTERRORSRESPONSE']._serialized_end=1109
+  _globals['_SUBSCRIBE']._serialized_start=1111
+  _globals['_SUBSCRIBE']._serialized_end=1156
+  _globals['_ACK']._serialized_start=1158
+  _globals['_ACK']._serialized_end=1176
+  _globals['_FAILURE']._serialized_start=1178
+  _globals['_FAILURE']._serialized_end=1290
+  _globals['_EXTEND']._serialized_start=1292
+  _globals['_EXTEND']._serialized_end=1332
+  _globals['_FAIL']._serialized_start=1334
+  _globals['_FAIL']._serialized_end=1379
+  _globals['_TAKEREQUEST']._serialized_start=1382
+  _globals['_TAKEREQUEST']._serialized_end=1551
+  _globals['_JOBBATCH']._serialized_start=1553
+  _globals['_JOBBATCH']._serialized_end=1594
+  _globals['_HEARTBEAT']._serialized_start=1596
+  _globals['_HEARTBEAT']._serialized_end=1631
+  _globals['_REJECTION']._serialized_start=1633
+  _globals['_REJECTION']._serialized_end=1687
+  _globals['_ACKRESULT']._serialized_start=1689
+  _globals['_ACKRESULT']._serialized_end=1756
+  _globals['_FAILOUTCOME']._serialized_start=1758
+  _globals['_FAILOUTCOME']._serialized_end=1822
+  _globals['_FAILRESULT']._serialized_start=1824
+  _globals['_FAILRESULT']._serialized_end=1918
+  _globals['_TAKERESPONSE']._serialized_start=1921
+  _globals['_TAKERESPONSE']._serialized_end=2117
+  _globals['_QUEUE']._serialized_start=2283
+  _globals['_QUEUE']._serialized_end=2552
 # @@protoc_insertion_point(module_scope)

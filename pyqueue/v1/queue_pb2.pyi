@@ -51,6 +51,12 @@ class NewJob(_message.Message):
     PRIORITY_FIELD_NUMBER: _builtins.int
     PAYLOAD_FIELD_NUMBER: _builtins.int
     CONTENT_TYPE_FIELD_NUMBER: _builtins.int
+    RUN_AT_MS_FIELD_NUMBER: _builtins.int
+    DELAY_MS_FIELD_NUMBER: _builtins.int
+    MAX_RETRIES_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    BACKOFF_FIELD_NUMBER: _builtins.int
+    KEEP_COMPLETED_MS_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     queue: _builtins.str
     """Empty means "default"."""
@@ -58,6 +64,25 @@ class NewJob(_message.Message):
     """0 runs first, 65535 last; unset means 32768."""
     payload: _builtins.bytes
     content_type: _builtins.str
+    run_at_ms: _builtins.int
+    """When to run: an absolute time, or a delay from now (not both). Until then the job is
+    scheduled; a time in the past makes it ready at once.
+    """
+    delay_ms: _builtins.int
+    max_retries: _builtins.int
+    """Retries before the job is dead; unset means the server's default (--max-retries)."""
+    timeout_ms: _builtins.int
+    """An attempt not acked or failed within this is failed with a timeout (0: no limit). The
+    worker can extend its lease while it works.
+    """
+    keep_completed_ms: _builtins.int
+    """Keep the job this long after it completes (visible with GetJob); unset means the server's
+    default (--keep-completed), 0 deletes it at the ack.
+    """
+    @_builtins.property
+    def backoff(self) -> Global___Backoff:
+        """The backoff curve for this job's retries; unset means the server's."""
+
     def __init__(
         self,
         *,
@@ -66,16 +91,58 @@ class NewJob(_message.Message):
         priority: _builtins.int | None = ...,
         payload: _builtins.bytes = ...,
         content_type: _builtins.str = ...,
+        run_at_ms: _builtins.int = ...,
+        delay_ms: _builtins.int = ...,
+        max_retries: _builtins.int | None = ...,
+        timeout_ms: _builtins.int = ...,
+        backoff: Global___Backoff | None = ...,
+        keep_completed_ms: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "priority", b"priority"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "keep_completed_ms", b"keep_completed_ms", "max_retries", b"max_retries", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "content_type", b"content_type", "payload", b"payload", "priority", b"priority", "queue", b"queue", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "keep_completed_ms", b"keep_completed_ms", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__keep_completed_ms: _TypeAlias = _typing.Literal["keep_completed_ms"]  # noqa: Y015
+    _WhichOneofArgType__keep_completed_ms: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms"]  # noqa: Y015
+    _WhichOneofReturnType__max_retries: _TypeAlias = _typing.Literal["max_retries"]  # noqa: Y015
+    _WhichOneofArgType__max_retries: _TypeAlias = _typing.Literal["_max_retries", b"_max_retries"]  # noqa: Y015
     _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
     _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_completed_ms) -> _WhichOneofReturnType__keep_completed_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retries) -> _WhichOneofReturnType__max_retries | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
 
 Global___NewJob: _TypeAlias = NewJob  # noqa: Y015
+
+@_typing.final
+class Backoff(_message.Message):
+    """delay = attempt^exponent + base_s + random(0..1) * jitter_s * (attempt + 1), in seconds."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BASE_S_FIELD_NUMBER: _builtins.int
+    EXPONENT_FIELD_NUMBER: _builtins.int
+    JITTER_S_FIELD_NUMBER: _builtins.int
+    base_s: _builtins.float
+    exponent: _builtins.float
+    jitter_s: _builtins.float
+    def __init__(
+        self,
+        *,
+        base_s: _builtins.float = ...,
+        exponent: _builtins.float = ...,
+        jitter_s: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_s", b"base_s", "exponent", b"exponent", "jitter_s", b"jitter_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Backoff: _TypeAlias = Backoff  # noqa: Y015
 
 @_typing.final
 class EnqueueRequest(_message.Message):
@@ -173,6 +240,11 @@ class Job(_message.Message):
     UPDATED_AT_MS_FIELD_NUMBER: _builtins.int
     RUN_AT_MS_FIELD_NUMBER: _builtins.int
     LEASE_FIELD_NUMBER: _builtins.int
+    MAX_RETRIES_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_MS_FIELD_NUMBER: _builtins.int
+    ERRORS_FIELD_NUMBER: _builtins.int
+    LOST_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     type: _builtins.str
     queue: _builtins.str
@@ -188,6 +260,14 @@ class Job(_message.Message):
     """When a scheduled job becomes ready; 0 when not scheduled."""
     lease: _builtins.int
     """Changes with every delivery; acks on the stream are checked against it."""
+    max_retries: _builtins.int
+    timeout_ms: _builtins.int
+    expires_at_ms: _builtins.int
+    """In flight: the lease deadline. Completed or dead: when the job will be purged. 0: none."""
+    errors: _builtins.int
+    """Failed attempts recorded in the error history."""
+    lost: _builtins.int
+    """Times a worker holding this job was lost."""
     def __init__(
         self,
         *,
@@ -203,14 +283,93 @@ class Job(_message.Message):
         updated_at_ms: _builtins.int = ...,
         run_at_ms: _builtins.int = ...,
         lease: _builtins.int = ...,
+        max_retries: _builtins.int = ...,
+        timeout_ms: _builtins.int = ...,
+        expires_at_ms: _builtins.int = ...,
+        errors: _builtins.int = ...,
+        lost: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "id", b"id", "lease", b"lease", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "status", b"status", "type", b"type", "updated_at_ms", b"updated_at_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "id", b"id", "lease", b"lease", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "updated_at_ms", b"updated_at_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Job: _TypeAlias = Job  # noqa: Y015
+
+@_typing.final
+class ListErrorsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListErrorsRequest: _TypeAlias = ListErrorsRequest  # noqa: Y015
+
+@_typing.final
+class JobError(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    AT_MS_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    ERROR_TYPE_FIELD_NUMBER: _builtins.int
+    BACKTRACE_FIELD_NUMBER: _builtins.int
+    attempt: _builtins.int
+    at_ms: _builtins.int
+    kind: _builtins.str
+    """"error" (reported by the worker), "timeout" (the lease ran out) or "lost" (too many lost workers)."""
+    message: _builtins.str
+    error_type: _builtins.str
+    backtrace: _builtins.str
+    def __init__(
+        self,
+        *,
+        attempt: _builtins.int = ...,
+        at_ms: _builtins.int = ...,
+        kind: _builtins.str = ...,
+        message: _builtins.str = ...,
+        error_type: _builtins.str = ...,
+        backtrace: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_ms", b"at_ms", "attempt", b"attempt", "backtrace", b"backtrace", "error_type", b"error_type", "kind", b"kind", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobError: _TypeAlias = JobError  # noqa: Y015
+
+@_typing.final
+class ListErrorsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERRORS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def errors(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobError]: ...
+    def __init__(
+        self,
+        *,
+        errors: _abc.Iterable[Global___JobError] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["errors", b"errors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListErrorsResponse: _TypeAlias = ListErrorsResponse  # noqa: Y015
 
 @_typing.final
 class Subscribe(_message.Message):
@@ -267,12 +426,15 @@ class Failure(_message.Message):
     ERROR_TYPE_FIELD_NUMBER: _builtins.int
     BACKTRACE_FIELD_NUMBER: _builtins.int
     KILL_FIELD_NUMBER: _builtins.int
+    RETRY_AT_MS_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     message: _builtins.str
     error_type: _builtins.str
     backtrace: _builtins.str
     kill: _builtins.bool
     """No more retries: the job becomes dead at once."""
+    retry_at_ms: _builtins.int
+    """Retry at this time instead of after the backoff (ignored with kill or when retries ran out)."""
     def __init__(
         self,
         *,
@@ -281,14 +443,42 @@ class Failure(_message.Message):
         error_type: _builtins.str = ...,
         backtrace: _builtins.str = ...,
         kill: _builtins.bool = ...,
+        retry_at_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backtrace", b"backtrace", "error_type", b"error_type", "id", b"id", "kill", b"kill", "message", b"message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backtrace", b"backtrace", "error_type", b"error_type", "id", b"id", "kill", b"kill", "message", b"message", "retry_at_ms", b"retry_at_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Failure: _TypeAlias = Failure  # noqa: Y015
+
+@_typing.final
+class Extend(_message.Message):
+    """Keep the lease on jobs the worker is still running: their deadline moves to now + extend_ms
+    (or now + the job's timeout when extend_ms is 0).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDS_FIELD_NUMBER: _builtins.int
+    EXTEND_MS_FIELD_NUMBER: _builtins.int
+    extend_ms: _builtins.int
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        ids: _abc.Iterable[_builtins.int] | None = ...,
+        extend_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["extend_ms", b"extend_ms", "ids", b"ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Extend: _TypeAlias = Extend  # noqa: Y015
 
 @_typing.final
 class Fail(_message.Message):
@@ -317,24 +507,28 @@ class TakeRequest(_message.Message):
     SUBSCRIBE_FIELD_NUMBER: _builtins.int
     ACK_FIELD_NUMBER: _builtins.int
     FAIL_FIELD_NUMBER: _builtins.int
+    EXTEND_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def subscribe(self) -> Global___Subscribe: ...
     @_builtins.property
     def ack(self) -> Global___Ack: ...
     @_builtins.property
     def fail(self) -> Global___Fail: ...
+    @_builtins.property
+    def extend(self) -> Global___Extend: ...
     def __init__(
         self,
         *,
         subscribe: Global___Subscribe | None = ...,
         ack: Global___Ack | None = ...,
         fail: Global___Fail | None = ...,
+        extend: Global___Extend | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "fail", b"fail", "kind", b"kind", "subscribe", b"subscribe"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "extend", b"extend", "fail", b"fail", "kind", b"kind", "subscribe", b"subscribe"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "fail", b"fail", "kind", b"kind", "subscribe", b"subscribe"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "extend", b"extend", "fail", b"fail", "kind", b"kind", "subscribe", b"subscribe"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["subscribe", "ack", "fail"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["subscribe", "ack", "fail", "extend"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 

@@ -49,6 +49,11 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.TakeRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.TakeResponse.FromString,
                 _registered_method=True)
+        self.ListErrors = channel.unary_unary(
+                '/pyqueue.v1.Queue/ListErrors',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.ListErrorsRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListErrorsResponse.FromString,
+                _registered_method=True)
 
 
 class QueueServicer:
@@ -78,6 +83,13 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListErrors(self, request, context):
+        """The error history of a job, one record per failed attempt, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -95,6 +107,11 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.Take,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.TakeRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.TakeResponse.SerializeToString,
+            ),
+            'ListErrors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListErrors,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListErrorsRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ListErrorsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,6 +195,33 @@ class Queue:
             '/pyqueue.v1.Queue/Take',
             pyqueue_dot_v1_dot_queue__pb2.TakeRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.TakeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListErrors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/ListErrors',
+            pyqueue_dot_v1_dot_queue__pb2.ListErrorsRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ListErrorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

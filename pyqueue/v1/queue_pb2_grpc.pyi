@@ -42,6 +42,8 @@ class QueueStub:
     failures, and the server pushes jobs (never more in flight than the prefetch), results for
     acks and failures, and a heartbeat whenever the stream has been idle.
     """
+    ListErrors: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListErrorsRequest, _queue_pb2.ListErrorsResponse]
+    """The error history of a job, one record per failed attempt, oldest first."""
 
 @_typing.type_check_only
 class QueueAsyncStub(QueueStub):
@@ -57,6 +59,8 @@ class QueueAsyncStub(QueueStub):
     failures, and the server pushes jobs (never more in flight than the prefetch), results for
     acks and failures, and a heartbeat whenever the stream has been idle.
     """
+    ListErrors: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListErrorsRequest, _queue_pb2.ListErrorsResponse]  # type: ignore[assignment]
+    """The error history of a job, one record per failed attempt, oldest first."""
 
 class QueueServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -87,5 +91,13 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         failures, and the server pushes jobs (never more in flight than the prefetch), results for
         acks and failures, and a heartbeat whenever the stream has been idle.
         """
+
+    @_abc_1.abstractmethod
+    def ListErrors(
+        self,
+        request: _queue_pb2.ListErrorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ListErrorsResponse, _abc.Awaitable[_queue_pb2.ListErrorsResponse]]:
+        """The error history of a job, one record per failed attempt, oldest first."""
 
 def add_QueueServicer_to_server(servicer: QueueServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
