@@ -2,6 +2,7 @@
 
 import click
 
+from pyqueue.cli.check import check
 from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
 
@@ -24,3 +25,4 @@ main.add_command(serve)
 main.add_command(enqueue)
 main.add_command(job)
 main.add_command(errors)
+main.add_command(check)

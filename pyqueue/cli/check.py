@@ -1,0 +1,30 @@
+"""`pyqueue check`: verify a stopped server's data directory."""
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.option("--data-dir", type=click.Path(path_type=Path, exists=True, file_okay=False), default="./pyqueue-data",
+              show_default=True)
+def check(data_dir: Path) -> None:
+    """Check a stopped server's store: records, indexes and the in-memory sets rebuilt from them."""
+    from pyqueue.engine.check import check as run_check
+    from pyqueue.store import RocksStore
+
+    try:
+        store = RocksStore(data_dir)
+    except Exception as exc:
+        raise click.ClickException(f"cannot open {data_dir} (is a server still running on it?): {exc}") from None
+    try:
+        report = run_check(store)
+    finally:
+        store.close()
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(report.by_status.items())) or "none"
+    click.echo(f"{report.jobs} jobs ({statuses})")
+    for problem in report.problems:
+        click.echo(f"problem: {problem}", err=True)
+    if not report.ok:
+        raise SystemExit(1)
+    click.echo("ok: every record, index entry and rebuilt set agrees")

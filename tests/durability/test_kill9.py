@@ -1,0 +1,48 @@
+"""kill -9 the server at random moments under steady load, restart, continue; then check the history
+and compare the rebuilt in-memory sets with a full scan of the store.
+
+PYQUEUE_CRASH_CYCLES sets the number of cycles (10 by default, as in CI)."""
+
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness import ServerProcess
+from history import History, Load
+
+CYCLES = int(os.environ.get("PYQUEUE_CRASH_CYCLES", "10"))
+
+
+@pytest.mark.timeout(120 + 20 * CYCLES)
+def test_kill9_cycles_lose_nothing_acknowledged(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(int(os.environ.get("PYQUEUE_CRASH_SEED", "7")))
+    server = ServerProcess(tmp_path / "data").start()
+    history = History()
+    load = Load(history, server.address)
+    load.start()
+    try:
+        for _ in range(CYCLES):
+            time.sleep(rng.uniform(0.2, 0.8))  # a random moment under load
+            history.crashes.append(time.monotonic())
+            server.kill()
+            server.restart()
+        load.drain()
+        verdict = history.verdict()
+        print(f"\nkill -9 cycles: {CYCLES}, history: {verdict}")
+        assert verdict["acknowledged"] > 100, verdict
+        assert verdict["lost"] == 0, verdict
+        assert verdict["unexpected"] == 0, verdict
+        assert verdict["delivered_after_ack"] == 0, verdict
+        assert verdict["unexplained_duplicates"] == 0, verdict
+    finally:
+        load.stop_producing.set()
+        load.stop_consuming.set()
+        server.close()
+    out = subprocess.run([sys.executable, "-m", "pyqueue", "check", "--data-dir", str(server.data_dir)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ok:" in out.stdout
