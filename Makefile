@@ -12,7 +12,7 @@ $(BIN)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q maturin grpcio grpcio-health-checking grpcio-reflection protobuf rocksdict click uvloop \
-		pytest pytest-timeout pytest-asyncio pytest-benchmark ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs hdrhistogram
+		pytest pytest-timeout pytest-asyncio pytest-benchmark mfusepy ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs hdrhistogram
 	touch $@
 
 setup: $(BIN)/.deps

@@ -48,11 +48,16 @@ def run(address: str, args: argparse.Namespace) -> dict[str, object]:
     per_consumer = args.jobs // args.consumers
     ctx = mp.get_context("spawn")
     done: mp.Queue[float] = ctx.Queue()
-    consumers = [ctx.Process(target=consume, args=(address, per_consumer, args.prefetch, queues, done))
-                 for _ in range(args.consumers)]
-    producers = [ctx.Process(target=produce, args=(address, per_producer, args.batch, args.payload,
-                                                   queues[i % len(queues)]))
-                 for i in range(args.producers)]
+    consumers = [
+        ctx.Process(target=consume, args=(address, per_consumer, args.prefetch, queues, done))
+        for _ in range(args.consumers)
+    ]
+    producers = [
+        ctx.Process(
+            target=produce, args=(address, per_producer, args.batch, args.payload, queues[i % len(queues)])
+        )
+        for i in range(args.producers)
+    ]
     for p in consumers:
         p.start()
     time.sleep(1.0)  # let the consumers subscribe before the clock starts
@@ -64,15 +69,23 @@ def run(address: str, args: argparse.Namespace) -> dict[str, object]:
         p.join(60)
     elapsed = max(ends) - started
     return {
-        "jobs": per_consumer * args.consumers, "seconds": round(elapsed, 2),
-        "jobs_per_s": round(per_consumer * args.consumers / elapsed), "commit_mode": args.commit_mode,
-        "payload_bytes": args.payload, "enqueue_batch": args.batch, "producers": args.producers,
-        "consumers": args.consumers, "prefetch": args.prefetch, "queues": args.queues,
+        "jobs": per_consumer * args.consumers,
+        "seconds": round(elapsed, 2),
+        "jobs_per_s": round(per_consumer * args.consumers / elapsed),
+        "commit_mode": args.commit_mode,
+        "payload_bytes": args.payload,
+        "enqueue_batch": args.batch,
+        "producers": args.producers,
+        "consumers": args.consumers,
+        "prefetch": args.prefetch,
+        "queues": args.queues,
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--address")
     parser.add_argument("--commit-mode", default="fsync", choices=["fsync", "buffered"])
     parser.add_argument("--jobs", type=int, default=200_000)

@@ -79,8 +79,12 @@ gc.collect(); print((rss_bytes() - before) / MILLION)
 def test_memory_per_ready_job_at_a_million(benchmark) -> None:  # type: ignore[no-untyped-def]
     # In a fresh process: RSS growth is only honest when no freed memory is waiting for reuse.
     def measure() -> float:
-        out = subprocess.run([sys.executable, "-c", MEASURE, str(Path(__file__).parent)], capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", MEASURE, str(Path(__file__).parent)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return float(out.stdout)
 
     per_job = benchmark.pedantic(measure, rounds=3, iterations=1)

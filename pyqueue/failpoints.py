@@ -1,14 +1,25 @@
-"""Failpoints: named places where a test can hold the server still, by signal rather than by sleep.
+"""Failpoints: named places where a test can hold the server still or make it fail, by signal
+rather than by sleep. Read once from the environment; unset (always, outside tests) they cost a
+dict lookup.
 
-With PYQUEUE_FAILPOINT_<NAME>=<path to a FIFO>, the server blocks at that point until the test
-opens the FIFO for writing. Unset (always, outside tests) a failpoint costs one dict lookup.
+- PYQUEUE_FAILPOINT_<NAME>=<FIFO path> with `wait(name)`: block until the test opens the FIFO.
+- PYQUEUE_FAILPOINT_<NAME>=<path> with `fail(name)`: raise OSError once that path exists.
 """
 
 import os
 
+_PREFIX = "PYQUEUE_FAILPOINT_"
+_PATHS = {k[len(_PREFIX) :].lower(): v for k, v in os.environ.items() if k.startswith(_PREFIX)}
+
 
 def wait(name: str) -> None:
-    path = os.environ.get(f"PYQUEUE_FAILPOINT_{name.upper()}")
+    path = _PATHS.get(name)
     if path:
         with open(path, "rb"):  # blocks until the test opens the other end
             pass
+
+
+def fail(name: str) -> None:
+    path = _PATHS.get(name)
+    if path and os.path.exists(path):
+        raise OSError(f"failpoint {name}: injected failure")

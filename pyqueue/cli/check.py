@@ -6,8 +6,12 @@ import click
 
 
 @click.command()
-@click.option("--data-dir", type=click.Path(path_type=Path, exists=True, file_okay=False), default="./pyqueue-data",
-              show_default=True)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default="./pyqueue-data",
+    show_default=True,
+)
 def check(data_dir: Path) -> None:
     """Check a stopped server's store: records, indexes and the in-memory sets rebuilt from them."""
     from pyqueue.engine.check import check as run_check
@@ -16,7 +20,9 @@ def check(data_dir: Path) -> None:
     try:
         store = RocksStore(data_dir)
     except Exception as exc:
-        raise click.ClickException(f"cannot open {data_dir} (is a server still running on it?): {exc}") from None
+        raise click.ClickException(
+            f"cannot open {data_dir} (is a server still running on it?): {exc}"
+        ) from None
     try:
         report = run_check(store)
     finally:

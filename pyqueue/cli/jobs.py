@@ -20,11 +20,21 @@ def _client(ctx: click.Context) -> Client:
 @click.option("--payload", default=None, help="The payload, as JSON.")
 @click.option("--priority", type=int, default=32768, show_default=True, help="0 runs first, 65535 last.")
 @click.option("--delay", type=float, default=None, help="Run after this many seconds.")
-@click.option("--max-retries", type=int, default=None, help="Retries before the job is dead (default: the server's).")
+@click.option(
+    "--max-retries", type=int, default=None, help="Retries before the job is dead (default: the server's)."
+)
 @click.option("--timeout", type=float, default=None, help="Seconds an attempt may run before it is failed.")
 @click.pass_context
-def enqueue(ctx: click.Context, type_: str, queue: str, payload: str | None, priority: int, delay: float | None,
-            max_retries: int | None, timeout: float | None) -> None:
+def enqueue(
+    ctx: click.Context,
+    type_: str,
+    queue: str,
+    payload: str | None,
+    priority: int,
+    delay: float | None,
+    max_retries: int | None,
+    timeout: float | None,
+) -> None:
     """Enqueue one job and print its id."""
     try:
         value: Any = None if payload is None else json.loads(payload)
@@ -32,8 +42,15 @@ def enqueue(ctx: click.Context, type_: str, queue: str, payload: str | None, pri
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--payload") from None
     try:
         with _client(ctx) as client:
-            job_ = client.enqueue(type_, value, queue=queue, priority=priority, delay=delay,
-                                  max_retries=max_retries, timeout=timeout)
+            job_ = client.enqueue(
+                type_,
+                value,
+                queue=queue,
+                priority=priority,
+                delay=delay,
+                max_retries=max_retries,
+                timeout=timeout,
+            )
             click.echo(job_.id)
     except PyQueueError as exc:
         raise click.ClickException(f"{exc.code.name}: {exc}") from None

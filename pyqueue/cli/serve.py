@@ -47,15 +47,36 @@ import click
 @click.option(
     "--max-retries", type=int, default=25, show_default=True, help="Default retries before a job is dead."
 )
-@click.option("--backoff", nargs=3, type=float, default=(15.0, 4.0, 10.0), show_default=True,
-              metavar="BASE EXPONENT JITTER",
-              help="Default retry delay in seconds: attempt^EXPONENT + BASE + random * JITTER * (attempt + 1).")
-@click.option("--max-worker-losses", type=int, default=3, show_default=True,
-              help="A job whose workers were lost this many times is dead.")
-@click.option("--keep-completed", type=float, default=0.0, show_default=True,
-              help="Seconds to keep completed jobs (0: delete at the ack).")
-@click.option("--keep-dead", type=float, default=7 * 24 * 3600.0, show_default=True,
-              help="Seconds to keep dead jobs and their error history.")
+@click.option(
+    "--backoff",
+    nargs=3,
+    type=float,
+    default=(15.0, 4.0, 10.0),
+    show_default=True,
+    metavar="BASE EXPONENT JITTER",
+    help="Default retry delay in seconds: attempt^EXPONENT + BASE + random * JITTER * (attempt + 1).",
+)
+@click.option(
+    "--max-worker-losses",
+    type=int,
+    default=3,
+    show_default=True,
+    help="A job whose workers were lost this many times is dead.",
+)
+@click.option(
+    "--keep-completed",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Seconds to keep completed jobs (0: delete at the ack).",
+)
+@click.option(
+    "--keep-dead",
+    type=float,
+    default=7 * 24 * 3600.0,
+    show_default=True,
+    help="Seconds to keep dead jobs and their error history.",
+)
 @click.option("--log-level", default="info", show_default=True)
 def serve(
     data_dir: Path,
@@ -96,9 +117,13 @@ def serve(
             worker_timeout_s=worker_timeout_s,
             limits=limits,
             retry=RetryPolicy(
-            max_retries=max_retries, base_s=backoff[0], exponent=backoff[1], jitter_s=backoff[2],
-            max_worker_losses=max_worker_losses, keep_completed_ms=int(keep_completed * 1000),
-            keep_dead_ms=int(keep_dead * 1000),
-        ),
+                max_retries=max_retries,
+                base_s=backoff[0],
+                exponent=backoff[1],
+                jitter_s=backoff[2],
+                max_worker_losses=max_worker_losses,
+                keep_completed_ms=int(keep_completed * 1000),
+                keep_dead_ms=int(keep_dead * 1000),
+            ),
         )
     )

@@ -44,9 +44,14 @@ def new_job_message(spec: Mapping[str, Any]) -> pb.NewJob:
         raise TypeError(f"unknown job fields: {', '.join(sorted(unknown))}")
     raw, content_type = codec.encode(spec.get("payload"))
     message = pb.NewJob(
-        type=spec["type"], queue=spec.get("queue", "default"), priority=spec.get("priority", DEFAULT_PRIORITY),
-        payload=raw, content_type=content_type, run_at_ms=_ms(spec.get("run_at")),
-        delay_ms=_seconds_ms(spec.get("delay")), timeout_ms=_seconds_ms(spec.get("timeout")),
+        type=spec["type"],
+        queue=spec.get("queue", "default"),
+        priority=spec.get("priority", DEFAULT_PRIORITY),
+        payload=raw,
+        content_type=content_type,
+        run_at_ms=_ms(spec.get("run_at")),
+        delay_ms=_seconds_ms(spec.get("delay")),
+        timeout_ms=_seconds_ms(spec.get("timeout")),
     )
     if spec.get("max_retries") is not None:
         message.max_retries = spec["max_retries"]
@@ -58,8 +63,18 @@ def new_job_message(spec: Mapping[str, Any]) -> pb.NewJob:
     return message
 
 
-_JOB_KEYS = {"type", "payload", "queue", "priority", "run_at", "delay", "max_retries", "timeout", "backoff",
-             "keep_completed"}
+_JOB_KEYS = {
+    "type",
+    "payload",
+    "queue",
+    "priority",
+    "run_at",
+    "delay",
+    "max_retries",
+    "timeout",
+    "backoff",
+    "keep_completed",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +125,15 @@ class Client:
         `run_at` or `delay` schedule it; `max_retries`, `backoff` and `timeout` (seconds per attempt)
         override the server's defaults; `keep_completed` keeps it visible after it completes."""
         spec = {
-            "type": type, "payload": payload, "queue": queue, "priority": priority, "run_at": run_at,
-            "delay": delay, "max_retries": max_retries, "timeout": timeout, "backoff": backoff,
+            "type": type,
+            "payload": payload,
+            "queue": queue,
+            "priority": priority,
+            "run_at": run_at,
+            "delay": delay,
+            "max_retries": max_retries,
+            "timeout": timeout,
+            "backoff": backoff,
             "keep_completed": keep_completed,
         }
         return self.enqueue_many([spec])[0]
@@ -154,8 +176,14 @@ class Client:
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
         return [
-            JobError(e.attempt, datetime.fromtimestamp(e.at_ms / 1000, UTC), e.kind, e.message, e.error_type,
-                     e.backtrace)
+            JobError(
+                e.attempt,
+                datetime.fromtimestamp(e.at_ms / 1000, UTC),
+                e.kind,
+                e.message,
+                e.error_type,
+                e.backtrace,
+            )
             for e in response.errors
         ]
 

@@ -94,8 +94,9 @@ class Job:
         backoff. Returns the job's new status ("scheduled" for a retry, or "dead")."""
         retry_at_ms = int(retry_at.timestamp() * 1000) if retry_at else 0
         stream = self._taken()
-        future = stream.fail(self.id, message, kill=kill, error_type=error_type, backtrace=backtrace,
-                             retry_at_ms=retry_at_ms)
+        future = stream.fail(
+            self.id, message, kill=kill, error_type=error_type, backtrace=backtrace, retry_at_ms=retry_at_ms
+        )
         return future.result() if wait else None
 
     def extend(self, seconds: float = 0) -> None:

@@ -94,7 +94,11 @@ class TakeStream:
             self._fails[job_id] = future
         self._outbox.put(
             pb.Failure(
-                id=job_id, message=message, error_type=error_type, backtrace=backtrace, kill=kill,
+                id=job_id,
+                message=message,
+                error_type=error_type,
+                backtrace=backtrace,
+                kill=kill,
                 retry_at_ms=retry_at_ms,
             )
         )

@@ -26,7 +26,9 @@ Fire = Callable[[Sequence[tuple[int, int]]], Awaitable[object]]
 class AlarmClock:
     name = "alarm"
 
-    def __init__(self, timers: TimerSet, fire: Fire, clock: Clock, config: AlarmConfig = AlarmConfig()) -> None:
+    def __init__(
+        self, timers: TimerSet, fire: Fire, clock: Clock, config: AlarmConfig = AlarmConfig()
+    ) -> None:
         self._timers = timers
         self._fire = fire
         self._clock = clock

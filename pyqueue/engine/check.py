@@ -46,8 +46,12 @@ def check(store: Store) -> Report:
         counts[record.status.label] += 1
         status_entries[keys.status_key(record.status, job_id)] = record.status_value()
         _expect_present(store, report, Family.DATA, keys.payload_key(job_id), f"job {job_id}: payload")
-        _expect_present(store, report, Family.INDEX, keys.queue_key(record.queue, job_id), f"job {job_id}: queue index")
-        _expect_present(store, report, Family.INDEX, keys.type_key(record.type, job_id), f"job {job_id}: type index")
+        _expect_present(
+            store, report, Family.INDEX, keys.queue_key(record.queue, job_id), f"job {job_id}: queue index"
+        )
+        _expect_present(
+            store, report, Family.INDEX, keys.type_key(record.type, job_id), f"job {job_id}: type index"
+        )
         if record.status == Status.READY:
             ready[record.queue].add((record.priority, job_id))
         elif record.status == Status.SCHEDULED:
@@ -74,8 +78,10 @@ def check(store: Store) -> Report:
         got = selection.claim(memory.ready.count(queue) + 1)
         want = [job_id for _, job_id in sorted(ready.get(queue, set()))]
         if got != want:
-            report.problems.append(f"queue {queue!r}: rebuilt ready set ({len(got)} jobs) differs from the records "
-                                   f"({len(want)} jobs)")
+            report.problems.append(
+                f"queue {queue!r}: rebuilt ready set ({len(got)} jobs) differs from the records "
+                f"({len(want)} jobs)"
+            )
     _compare_timers(report, "scheduled", memory.scheduled, scheduled)
     _compare_timers(report, "expiring", memory.expiring, expiring)
     return report
@@ -89,4 +95,6 @@ def _expect_present(store: Store, report: Report, family: Family, key: bytes, wh
 def _compare_timers(report: Report, name: str, timers: TimerSet, expected: set[tuple[int, int]]) -> None:
     got = timers.pop_due(FAR_FUTURE, len(timers) + 1)
     if got != sorted(expected):
-        report.problems.append(f"rebuilt {name} set ({len(got)} keys) differs from the records ({len(expected)})")
+        report.problems.append(
+            f"rebuilt {name} set ({len(got)} keys) differs from the records ({len(expected)})"
+        )

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from pyqueue import failpoints
 from pyqueue._native import Coalescer
 from pyqueue.engine.errors import EngineError, ResourceExhausted, Unavailable
 from pyqueue.engine.model import Clock
@@ -135,6 +136,7 @@ class Committer:
                     return
                 continue
             try:
+                failpoints.fail("sync_error")
                 self._store.sync()
             except BaseException as exc:
                 log.critical("fsync failed; stopping without acknowledging anything more: %s", exc)

@@ -53,7 +53,9 @@ class EngineConfig:
 
 
 class Engine:
-    def __init__(self, store: Store, config: EngineConfig = EngineConfig(), clock: Clock = system_clock) -> None:
+    def __init__(
+        self, store: Store, config: EngineConfig = EngineConfig(), clock: Clock = system_clock
+    ) -> None:
         self.store = store
         self.config = config
         self.clock = clock
@@ -83,13 +85,18 @@ class Engine:
         last = self.store.last_key(Family.DATA, *keys.job_range())
         self.ids.last = keys.id_suffix(last) if last else 0
         self._committer = Committer(
-            self.store, self.clock, durable=self.config.durable, post=loop.call_soon_threadsafe,
+            self.store,
+            self.clock,
+            durable=self.config.durable,
+            post=loop.call_soon_threadsafe,
             on_fatal=self.config.on_fatal,
         )
         self._committer.start()
         stale = recovery.in_flight_ids(self.store)
         for i in range(0, len(stale), recovery.CHUNK):
-            await self.requeue([(job_id, None) for job_id in stale[i : i + recovery.CHUNK]], worker_lost=False)
+            await self.requeue(
+                [(job_id, None) for job_id in stale[i : i + recovery.CHUNK]], worker_lost=False
+            )
         if stale:
             log.info("returned %d jobs that were in flight at the last stop to ready", len(stale))
         if services:
@@ -107,11 +114,16 @@ class Engine:
             self.config.on_fatal(exc)
             raise
         self.rebuilt = True
-        log.info("rebuilt the in-memory sets: %d ready, %d scheduled jobs in %.2fs",
-                 ready, scheduled, time.perf_counter() - started)
+        log.info(
+            "rebuilt the in-memory sets: %d ready, %d scheduled jobs in %.2fs",
+            ready,
+            scheduled,
+            time.perf_counter() - started,
+        )
         self.dispatcher.wake_all()
-        for service, timers in zip(self.services, (self.memory.scheduled, self.memory.deadlines,
-                                                   self.memory.expiring), strict=True):
+        for service, timers in zip(
+            self.services, (self.memory.scheduled, self.memory.deadlines, self.memory.expiring), strict=True
+        ):
             next_due = timers.next_due()
             if next_due is not None:
                 service.rearm(next_due)
@@ -141,10 +153,22 @@ class Engine:
     def check_batch(self, n: int) -> None:
         self.config.limits.check_batch_size(n)
 
-    def new_job(self, index: int, type_: str, queue: str, priority: int | None, payload: bytes,
-                content_type: str = "", *, run_at_ms: int = 0, delay_ms: int = 0, max_retries: int | None = None,
-                timeout_ms: int = 0, backoff: tuple[float, float, float] | None = None,
-                keep_completed_ms: int | None = None) -> NewJob:
+    def new_job(
+        self,
+        index: int,
+        type_: str,
+        queue: str,
+        priority: int | None,
+        payload: bytes,
+        content_type: str = "",
+        *,
+        run_at_ms: int = 0,
+        delay_ms: int = 0,
+        max_retries: int | None = None,
+        timeout_ms: int = 0,
+        backoff: tuple[float, float, float] | None = None,
+        keep_completed_ms: int | None = None,
+    ) -> NewJob:
         """Validate one job of an enqueue request against the limits."""
         limits = self.config.limits
         limits.check_name(f"job {index}: type", type_)
@@ -165,9 +189,14 @@ class Engine:
         if backoff is not None and (backoff[0] < 0 or backoff[1] < 0 or backoff[2] < 0):
             raise InvalidArgument(f"job {index}: backoff parameters cannot be negative")
         return NewJob(
-            type_, queue, priority, payload, content_type,
+            type_,
+            queue,
+            priority,
+            payload,
+            content_type,
             run_at_ms=run_at_ms or (self.clock() + delay_ms if delay_ms else 0),
-            max_retries=-1 if max_retries is None else max_retries, timeout_ms=timeout_ms,
+            max_retries=-1 if max_retries is None else max_retries,
+            timeout_ms=timeout_ms,
             options=JobOptions(backoff, keep_completed_ms).encode(),
         )
 
@@ -187,7 +216,10 @@ class Engine:
 
     def list_errors(self, job_id: int) -> list[ErrorEntry]:
         self.get_job(job_id)  # NOT_FOUND for a job that does not exist
-        return [ErrorEntry(**json.loads(value)) for _, value in self.store.scan(Family.DATA, *keys.error_range(job_id))]
+        return [
+            ErrorEntry(**json.loads(value))
+            for _, value in self.store.scan(Family.DATA, *keys.error_range(job_id))
+        ]
 
     # Workers.
     def consumer(self, queues: Sequence[str], prefetch: int) -> Consumer:
@@ -195,7 +227,9 @@ class Engine:
         if not queues:
             raise InvalidArgument("subscribe to at least one queue")
         if len(queues) > limits.max_queues_per_stream:
-            raise InvalidArgument(f"{len(queues)} queues on one stream; the limit is {limits.max_queues_per_stream}")
+            raise InvalidArgument(
+                f"{len(queues)} queues on one stream; the limit is {limits.max_queues_per_stream}"
+            )
         for queue in queues:
             limits.check_name("queue", queue)
         limits.check_prefetch(prefetch)

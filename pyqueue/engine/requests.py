@@ -79,8 +79,15 @@ class _Transitions(_Request):
         view.save(record, before)
         self.finished.append(record)
 
-    def retry_or_die(self, view: BatchView, record: JobRecord, policy: RetryPolicy, retry_at_ms: int = 0,
-                     kill: bool = False, rng: random.Random | None = None) -> Status:
+    def retry_or_die(
+        self,
+        view: BatchView,
+        record: JobRecord,
+        policy: RetryPolicy,
+        retry_at_ms: int = 0,
+        kill: bool = False,
+        rng: random.Random | None = None,
+    ) -> Status:
         """After a failed attempt (its error already written): scheduled for a retry, or dead."""
         if kill or policy.is_exhausted(record.attempts, record.max_retries):
             self.finish(view, record, Status.DEAD, policy.keep_dead_ms)
@@ -106,10 +113,18 @@ class Enqueue(_Transitions):
         for job in self.jobs:
             scheduled = job.run_at_ms > now
             record = JobRecord(
-                id=self.ids.next(now), status=Status.SCHEDULED if scheduled else Status.READY, queue=job.queue,
-                type=job.type, priority=job.priority, created_ms=now, updated_ms=now,
-                content_type=job.content_type, run_at_ms=job.run_at_ms if scheduled else 0,
-                max_retries=job.max_retries, timeout_ms=job.timeout_ms, options=job.options,
+                id=self.ids.next(now),
+                status=Status.SCHEDULED if scheduled else Status.READY,
+                queue=job.queue,
+                type=job.type,
+                priority=job.priority,
+                created_ms=now,
+                updated_ms=now,
+                content_type=job.content_type,
+                run_at_ms=job.run_at_ms if scheduled else 0,
+                max_retries=job.max_retries,
+                timeout_ms=job.timeout_ms,
+                options=job.options,
             )
             view.create(record, job.payload)
             (self.scheduled if scheduled else self.ready).append(record)
@@ -162,13 +177,19 @@ class Claim(_Request):
 
 def _check_lease(record: JobRecord | None, job_id: int, lease: int | None) -> Rejection | None:
     if lease is None:
-        return Rejection(job_id, "FAILED_PRECONDITION",
-                         f"job {job_id} is not in flight on this stream (acked already, or never delivered here)")
+        return Rejection(
+            job_id,
+            "FAILED_PRECONDITION",
+            f"job {job_id} is not in flight on this stream (acked already, or never delivered here)",
+        )
     if record is None:
         return Rejection(job_id, "NOT_FOUND", f"job {job_id} no longer exists")
     if record.status != Status.IN_FLIGHT or record.lease != lease:
-        return Rejection(job_id, "FAILED_PRECONDITION",
-                         f"job {job_id}'s lease {lease} is no longer current (the job is {record.status.label})")
+        return Rejection(
+            job_id,
+            "FAILED_PRECONDITION",
+            f"job {job_id}'s lease {lease} is no longer current (the job is {record.status.label})",
+        )
     return None
 
 
@@ -196,10 +217,17 @@ class Ack(_Transitions):
         self.result = outcome
 
 
-def write_error(view: BatchView, record: JobRecord, kind: str, message: str, error_type: str = "",
-                backtrace: str = "") -> None:
-    entry = {"attempt": record.attempts, "at_ms": view.now_ms, "kind": kind, "message": message,
-             "error_type": error_type, "backtrace": backtrace}
+def write_error(
+    view: BatchView, record: JobRecord, kind: str, message: str, error_type: str = "", backtrace: str = ""
+) -> None:
+    entry = {
+        "attempt": record.attempts,
+        "at_ms": view.now_ms,
+        "kind": kind,
+        "message": message,
+        "error_type": error_type,
+        "backtrace": backtrace,
+    }
     view.batch.put(Family.DATA, keys.error_key(record.id, record.attempts), json.dumps(entry).encode())
     record.errors += 1
 
@@ -208,8 +236,13 @@ class Fail(_Transitions):
     """Record a failed attempt: an error record, then a retry (at the backoff time or the asked
     time), or dead when killed or out of retries; all in one commit."""
 
-    def __init__(self, failures: Sequence[tuple[Failure, int | None]], memory: Memory, policy: RetryPolicy,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        failures: Sequence[tuple[Failure, int | None]],
+        memory: Memory,
+        policy: RetryPolicy,
+        rng: random.Random | None = None,
+    ) -> None:
         super().__init__(memory)
         self.failures = failures
         self.policy = policy
@@ -247,8 +280,12 @@ class Timeout(_Transitions):
         for (deadline, _), record in zip(self.due, records, strict=True):
             if record is None or record.status != Status.IN_FLIGHT or record.expires_ms != deadline:
                 continue  # acked, failed or extended meanwhile
-            write_error(view, record, "timeout",
-                        f"attempt {record.attempts} ran past its timeout of {record.timeout_ms} ms")
+            write_error(
+                view,
+                record,
+                "timeout",
+                f"attempt {record.attempts} ran past its timeout of {record.timeout_ms} ms",
+            )
             self.retry_or_die(view, record, self.policy.for_job(JobOptions.decode(record.options)))
             timed_out.append(record.id)
         self.result = timed_out
@@ -291,8 +328,14 @@ class Requeue(_Transitions):
 
     needs_sync = False
 
-    def __init__(self, leases: Sequence[tuple[int, int | None]], memory: Memory, policy: RetryPolicy, *,
-                 worker_lost: bool) -> None:
+    def __init__(
+        self,
+        leases: Sequence[tuple[int, int | None]],
+        memory: Memory,
+        policy: RetryPolicy,
+        *,
+        worker_lost: bool,
+    ) -> None:
         super().__init__(memory)
         self.leases = leases
         self.policy = policy
@@ -308,8 +351,13 @@ class Requeue(_Transitions):
             if self.worker_lost:
                 record.lost += 1
                 if record.lost >= self.policy.max_worker_losses:
-                    write_error(view, record, "lost", f"{record.lost} workers were lost while running this job; "
-                                "it is dead so that it stops taking workers down")
+                    write_error(
+                        view,
+                        record,
+                        "lost",
+                        f"{record.lost} workers were lost while running this job; "
+                        "it is dead so that it stops taking workers down",
+                    )
                     self.finish(view, record, Status.DEAD, self.policy.keep_dead_ms)
                     continue
             before = indexed(record)
@@ -360,7 +408,11 @@ class Purge(_Request):
         purged = []
         records = view.records([job_id for _, job_id in self.due])
         for (due_ms, _), record in zip(self.due, records, strict=True):
-            if record is None or record.status not in (Status.COMPLETED, Status.DEAD) or record.expires_ms != due_ms:
+            if (
+                record is None
+                or record.status not in (Status.COMPLETED, Status.DEAD)
+                or record.expires_ms != due_ms
+            ):
                 continue
             view.delete(record)
             purged.append(record.id)

@@ -54,9 +54,18 @@ class QueueService(pb_grpc.QueueServicer):
 
 def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:
     return engine.new_job(
-        index, job.type, job.queue, job.priority if job.HasField("priority") else None, job.payload,
-        job.content_type, run_at_ms=job.run_at_ms, delay_ms=job.delay_ms,
-        max_retries=job.max_retries if job.HasField("max_retries") else None, timeout_ms=job.timeout_ms,
-        backoff=(job.backoff.base_s, job.backoff.exponent, job.backoff.jitter_s) if job.HasField("backoff") else None,
+        index,
+        job.type,
+        job.queue,
+        job.priority if job.HasField("priority") else None,
+        job.payload,
+        job.content_type,
+        run_at_ms=job.run_at_ms,
+        delay_ms=job.delay_ms,
+        max_retries=job.max_retries if job.HasField("max_retries") else None,
+        timeout_ms=job.timeout_ms,
+        backoff=(job.backoff.base_s, job.backoff.exponent, job.backoff.jitter_s)
+        if job.HasField("backoff")
+        else None,
         keep_completed_ms=job.keep_completed_ms if job.HasField("keep_completed_ms") else None,
     )

@@ -63,9 +63,24 @@ class JobRecord:
     def clone(self) -> "JobRecord":
         """A snapshot (much cheaper than copy.copy on a slotted dataclass)."""
         return JobRecord(
-            self.id, self.status, self.queue, self.type, self.priority, self.created_ms, self.updated_ms,
-            self.attempts, self.max_retries, self.lost, self.errors, self.lease, self.timeout_ms, self.run_at_ms,
-            self.expires_ms, self.content_type, self.unique_key, self.options,
+            self.id,
+            self.status,
+            self.queue,
+            self.type,
+            self.priority,
+            self.created_ms,
+            self.updated_ms,
+            self.attempts,
+            self.max_retries,
+            self.lost,
+            self.errors,
+            self.lease,
+            self.timeout_ms,
+            self.run_at_ms,
+            self.expires_ms,
+            self.content_type,
+            self.unique_key,
+            self.options,
         )
 
     def encode(self) -> bytes:

@@ -12,6 +12,7 @@ record every delivery and every confirmed ack. After the run everything is drain
 import threading
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import pyqueue
 
@@ -38,12 +39,22 @@ class History:
         unexpected = set(self.deliveries) - self.attempted
         after_ack = sum(1 for p, t in self.ack_confirmed.items() if any(d > t for d in self.deliveries[p]))
         duplicates = [p for p, times in self.deliveries.items() if len(times) > 1]
-        unexplained = [p for p in duplicates if not any(self._crash_between(t0, t1) for t0, t1 in
-                                                       zip(self.deliveries[p], self.deliveries[p][1:]))]
-        return {"attempted": len(self.attempted), "acknowledged": len(self.acknowledged),
-                "delivered": len(self.deliveries), "lost": len(lost), "unexpected": len(unexpected),
-                "delivered_after_ack": after_ack, "duplicates": len(duplicates),
-                "unexplained_duplicates": len(unexplained), "crashes": len(self.crashes)}
+        unexplained = [
+            p
+            for p in duplicates
+            if not any(self._crash_between(t0, t1) for t0, t1 in pairwise(self.deliveries[p]))
+        ]
+        return {
+            "attempted": len(self.attempted),
+            "acknowledged": len(self.acknowledged),
+            "delivered": len(self.deliveries),
+            "lost": len(lost),
+            "unexpected": len(unexpected),
+            "delivered_after_ack": after_ack,
+            "duplicates": len(duplicates),
+            "unexplained_duplicates": len(unexplained),
+            "crashes": len(self.crashes),
+        }
 
     def _crash_between(self, t0: float, t1: float) -> bool:
         return any(t0 <= c <= t1 for c in self.crashes)

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from harness import ServerProcess
 from history import History, Load
 
@@ -42,7 +41,11 @@ def test_kill9_cycles_lose_nothing_acknowledged(tmp_path) -> None:  # type: igno
         load.stop_producing.set()
         load.stop_consuming.set()
         server.close()
-    out = subprocess.run([sys.executable, "-m", "pyqueue", "check", "--data-dir", str(server.data_dir)],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "pyqueue", "check", "--data-dir", str(server.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ok:" in out.stdout

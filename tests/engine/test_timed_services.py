@@ -29,7 +29,9 @@ def clock() -> FakeClock:
 @pytest.fixture
 async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
     store = RocksStore(tmp_path / "db")
-    policy = RetryPolicy(max_retries=2, base_s=10, exponent=0, jitter_s=0, keep_completed_ms=0, keep_dead_ms=60_000)
+    policy = RetryPolicy(
+        max_retries=2, base_s=10, exponent=0, jitter_s=0, keep_completed_ms=0, keep_dead_ms=60_000
+    )
     e = Engine(store, EngineConfig(retry=policy), clock=clock)
     await e.start(services=False)
     await e.wait_rebuilt()
@@ -61,7 +63,9 @@ async def test_a_past_run_at_is_ready_at_once(engine: Engine, clock: FakeClock) 
     assert engine.get_job(job_id).record.status == Status.READY
 
 
-async def test_failures_retry_after_the_backoff_then_die_with_their_history(engine: Engine, clock: FakeClock) -> None:
+async def test_failures_retry_after_the_backoff_then_die_with_their_history(
+    engine: Engine, clock: FakeClock
+) -> None:
     (job_id,) = await engine.enqueue([job(engine)])
     for attempt in (1, 2, 3):
         consumer = engine.consumer(["q"], 1)
@@ -80,7 +84,10 @@ async def test_failures_retry_after_the_backoff_then_die_with_their_history(engi
             assert record.status == Status.DEAD
     errors = engine.list_errors(job_id)
     assert [(e.attempt, e.message, e.error_type) for e in errors] == [
-        (1, "boom 1", "ValueError"), (2, "boom 2", "ValueError"), (3, "boom 3", "ValueError")]
+        (1, "boom 1", "ValueError"),
+        (2, "boom 2", "ValueError"),
+        (3, "boom 3", "ValueError"),
+    ]
 
 
 async def test_reaper_fails_an_attempt_whose_lease_ran_out(engine: Engine, clock: FakeClock) -> None:

@@ -43,8 +43,18 @@ def test_vanished_worker_host_is_detected_within_the_worker_timeout(tmp_path) ->
         with pyqueue.Client(server.address) as client:
             job_id = client.enqueue("t").id
             worker = subprocess.Popen(
-                ["setpriv", f"--regid={SILENT_GID}", "--clear-groups", sys.executable, "-c", HOLDER, server.address],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                [
+                    "setpriv",
+                    f"--regid={SILENT_GID}",
+                    "--clear-groups",
+                    sys.executable,
+                    "-c",
+                    HOLDER,
+                    server.address,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
             )
             assert worker.stdout is not None
             assert worker.stdout.readline().split() == ["holding", str(job_id)]

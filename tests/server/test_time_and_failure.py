@@ -73,12 +73,16 @@ def test_failing_until_dead_keeps_the_history_in_order(client: pyqueue.Client) -
         for attempt in (1, 2):
             job = stream.next(timeout=5)
             assert job is not None
-            statuses.append(job.fail(f"failure {attempt}", error_type="RuntimeError", backtrace=f"line {attempt}"))
+            statuses.append(
+                job.fail(f"failure {attempt}", error_type="RuntimeError", backtrace=f"line {attempt}")
+            )
     assert statuses == ["scheduled", "dead"]
     assert client.get_job(job_id).status == "dead"
     history = client.job_errors(job_id)
     assert [(e.attempt, e.kind, e.message, e.backtrace) for e in history] == [
-        (1, "error", "failure 1", "line 1"), (2, "error", "failure 2", "line 2")]
+        (1, "error", "failure 1", "line 1"),
+        (2, "error", "failure 2", "line 2"),
+    ]
 
 
 def test_kill_makes_a_job_dead_at_once(client: pyqueue.Client) -> None:
@@ -116,8 +120,9 @@ def test_a_job_that_kills_its_worker_three_times_ends_dead(server: ServerProcess
     with pyqueue.Client(server.address) as client:
         job_id = client.enqueue("poison").id
         for _ in range(3):
-            out = subprocess.run([sys.executable, "-c", POISON, server.address], capture_output=True, text=True,
-                                 timeout=30)
+            out = subprocess.run(
+                [sys.executable, "-c", POISON, server.address], capture_output=True, text=True, timeout=30
+            )
             assert out.stdout.split() == ["took", str(job_id)]
             status = wait_for_status(client, job_id, {"ready", "dead"})
         assert status == "dead"
@@ -137,9 +142,15 @@ def wait_for_status(client: pyqueue.Client, job_id: int, wanted: set[str], timeo
         time.sleep(0.02)
 
 
-def test_timeout_moves_the_job_on_and_refuses_the_late_ack(client: pyqueue.Client, server: ServerProcess) -> None:
+def test_timeout_moves_the_job_on_and_refuses_the_late_ack(
+    client: pyqueue.Client, server: ServerProcess
+) -> None:
     job_id = client.enqueue("t", timeout=0.5, backoff=(0.0, 0.0, 0.0)).id  # retried 1 s after the timeout
-    with pyqueue.Client(server.address) as other, client.take("default") as slow, other.take("default") as fast:
+    with (
+        pyqueue.Client(server.address) as other,
+        client.take("default") as slow,
+        other.take("default") as fast,
+    ):
         first = slow.next(timeout=5)
         assert first is not None and first.id == job_id
         second = fast.next(timeout=10)  # after the timeout and the retry delay

@@ -39,8 +39,16 @@ def test_corrupt_records_say_so() -> None:
 
 def test_status_value_carries_what_the_rebuild_needs() -> None:
     # The timer is the time that matters in the status: due time when scheduled, else expiry.
-    assert decode_status_value(record(status=Status.SCHEDULED, run_at_ms=99).status_value()) == (3, 99, "mail")
-    assert decode_status_value(record(status=Status.DEAD, run_at_ms=5, expires_ms=77).status_value()) == (3, 77, "mail")
+    assert decode_status_value(record(status=Status.SCHEDULED, run_at_ms=99).status_value()) == (
+        3,
+        99,
+        "mail",
+    )
+    assert decode_status_value(record(status=Status.DEAD, run_at_ms=5, expires_ms=77).status_value()) == (
+        3,
+        77,
+        "mail",
+    )
 
 
 def test_keys_sort_by_id_and_names_do_not_run_into_each_other() -> None:
