@@ -77,6 +77,8 @@ import click
     show_default=True,
     help="Seconds to keep dead jobs and their error history.",
 )
+@click.option("--min-free-bytes", type=int, default=128 << 20, show_default=True,
+              help="Refuse enqueues while the data directory's disk has less free space than this.")
 @click.option("--log-level", default="info", show_default=True)
 def serve(
     data_dir: Path,
@@ -93,6 +95,7 @@ def serve(
     max_worker_losses: int,
     keep_completed: float,
     keep_dead: float,
+    min_free_bytes: int,
     log_level: str,
 ) -> None:
     """Run the server on an embedded store in DATA_DIR."""
@@ -116,6 +119,7 @@ def serve(
             heartbeat_s=heartbeat_s,
             worker_timeout_s=worker_timeout_s,
             limits=limits,
+            min_free_bytes=min_free_bytes,
             retry=RetryPolicy(
                 max_retries=max_retries,
                 base_s=backoff[0],

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from pyqueue import failpoints
 from pyqueue._native import Coalescer
-from pyqueue.engine.errors import EngineError, ResourceExhausted, Unavailable
+from pyqueue.engine.errors import EngineError, Unavailable
 from pyqueue.engine.model import Clock
 from pyqueue.engine.view import BatchView, InFlightCache
 from pyqueue.store.contract import Store, StoreFullError
@@ -115,11 +115,12 @@ class Committer:
             try:
                 self._store.write(view.batch)
             except StoreFullError as exc:
-                refusal = ResourceExhausted(f"the disk is full; nothing was written ({exc})")
-                for request in requests:
-                    request.error = refusal
-            else:
-                view.publish()
+                # RocksDB stays failed after a failed log append: stop, answering nothing more; a
+                # restart recovers once there is room (the DiskGuard keeps us from getting here).
+                log.critical("the disk is full; stopping without acknowledging anything more: %s", exc)
+                self._on_fatal(exc)
+                raise
+            view.publish()
         self.commits += 1
         waiting = [r for r in requests if r.needs_sync and r.error is None] if self._durable else []
         now = [r for r in requests if not (r.needs_sync and r.error is None)] if waiting else requests

@@ -19,6 +19,7 @@ from pyqueue.engine import recovery, requests
 from pyqueue.engine.alarm import AlarmClock, AlarmConfig
 from pyqueue.engine.committer import Committer
 from pyqueue.engine.consumer import Consumer
+from pyqueue.engine.disk import DiskGuard
 from pyqueue.engine.dispatcher import Dispatcher
 from pyqueue.engine.errors import InvalidArgument, NotFound
 from pyqueue.engine.ids import IdGenerator
@@ -49,6 +50,7 @@ class EngineConfig:
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     alarms: AlarmConfig = field(default_factory=AlarmConfig)
+    min_free_bytes: int = 0  # refuse enqueues below this much free disk (0: no guard)
     on_fatal: Callable[[BaseException], None] = _exit_now
 
 
@@ -72,6 +74,7 @@ class Engine:
         self.memory.on_scheduled, self.memory.on_deadline, self.memory.on_expiring = (
             s.rearm for s in self.services
         )
+        self.disk = DiskGuard(getattr(store, "path", "."), config.min_free_bytes)
         self._committer: Committer | None = None
         self._rebuild: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
@@ -202,6 +205,7 @@ class Engine:
 
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[int]:
         self.check_batch(len(jobs))
+        self.disk.check()
         ids: list[int] = await self._submit(requests.Enqueue(jobs, self.ids, self.memory))
         self.stats["enqueued"] += len(ids)
         return ids

@@ -19,6 +19,7 @@ class ServerConfig:
     worker_timeout_s: float = 15.0  # a silent worker host is declared gone within this
     shutdown_grace_s: float = 10.0
     max_message_bytes: int = 64 << 20
+    min_free_bytes: int = 128 << 20
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 

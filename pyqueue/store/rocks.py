@@ -24,6 +24,10 @@ from rocksdict import (
 from pyqueue.store.contract import Batch, Family, StoreFullError
 
 
+TOMBSTONE_WINDOW = 10_000
+TOMBSTONE_TRIGGER = 5_000
+
+
 def _is_disk_full(exc: Exception) -> bool:
     text = str(exc)
     return "No space left" in text or "NoSpace" in text
@@ -76,18 +80,26 @@ class RocksStore:
         self._write_options.sync = False
 
     @staticmethod
-    def _data_options() -> Options:
-        # Point reads of records and payloads: a bloom filter answers "not here" without a read.
+    def _family_options() -> Options:
         options = Options(raw_mode=True)
+        # A queue deletes nearly everything it writes. Files dense with tombstones are compacted
+        # on their own, so range scans (the start-up rebuild, listings) do not wade through them.
+        options.add_compact_on_deletion_collector_factory(TOMBSTONE_WINDOW, TOMBSTONE_TRIGGER, 0.5)
+        return options
+
+    @classmethod
+    def _data_options(cls) -> Options:
+        # Point reads of records and payloads: a bloom filter answers "not here" without a read.
+        options = cls._family_options()
         table = BlockBasedOptions()
         table.set_bloom_filter(10, False)
         options.set_block_based_table_factory(table)
         return options
 
-    @staticmethod
-    def _index_options() -> Options:
+    @classmethod
+    def _index_options(cls) -> Options:
         # Range scans only: bloom filters would not help.
-        return Options(raw_mode=True)
+        return cls._family_options()
 
     def batch(self) -> RocksBatch:
         return RocksBatch(self._handles)
