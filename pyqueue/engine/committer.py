@@ -22,6 +22,7 @@ from typing import Protocol
 from pyqueue import failpoints
 from pyqueue._native import Coalescer
 from pyqueue.engine.errors import EngineError, Unavailable
+from pyqueue.engine.counts import Counts
 from pyqueue.engine.model import Clock
 from pyqueue.engine.view import BatchView, InFlightCache
 from pyqueue.store.contract import Store, StoreFullError
@@ -53,6 +54,7 @@ class Committer:
         post: Post,
         on_fatal: Callable[[BaseException], None],
         max_batch: int = 4096,
+        counts: Counts | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -63,7 +65,7 @@ class Committer:
         self._inbox = Coalescer()
         self._syncing = Coalescer()
         self._threads: list[threading.Thread] = []
-        self._cache = InFlightCache()  # touched only by the writer thread
+        self._cache = InFlightCache(counts)  # touched only by the writer thread
         self.commits = 0
         self.syncs = 0
 

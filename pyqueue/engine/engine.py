@@ -92,7 +92,7 @@ class Engine:
             self.clock,
             durable=self.config.durable,
             post=loop.call_soon_threadsafe,
-            on_fatal=self.config.on_fatal,
+            on_fatal=self.config.on_fatal, counts=self.memory.counts,
         )
         self._committer.start()
         stale = recovery.in_flight_ids(self.store)
@@ -110,7 +110,8 @@ class Engine:
     async def _rebuild_memory(self) -> None:
         started = time.perf_counter()
         try:
-            ready, scheduled = await asyncio.to_thread(recovery.rebuild, self.store, self.memory)
+            entries = await self._submit(requests.Snapshot(self.memory))
+            ready, scheduled = await asyncio.to_thread(recovery.rebuild, self.store, self.memory, entries)
         except Exception as exc:
             # Without its in-memory sets the server can never deliver: stop rather than hang.
             log.critical("rebuilding the in-memory sets failed", exc_info=exc)

@@ -13,6 +13,7 @@ every claim, promotion, timeout and purge re-reads the record and checks it (com
 from collections.abc import Callable, Iterable
 
 from pyqueue._native import ReadyIndex, TimerSet
+from pyqueue.engine.counts import Counts
 from pyqueue.engine.dispatcher import Dispatcher
 from pyqueue.store.records import JobRecord
 
@@ -27,6 +28,7 @@ class Memory:
         self.scheduled = TimerSet()
         self.deadlines = TimerSet()
         self.expiring = TimerSet()
+        self.counts = Counts()
         self.dispatcher = dispatcher
         # Each timer set's alarm clock re-arms through these when an earlier key arrives.
         self.on_scheduled: Callable[[int], None] = _ignore

@@ -1,11 +1,12 @@
 """Start-up: what the store says was in flight goes back to ready before serving, then the
 in-memory sets are rebuilt from the status index, in the background, while enqueues are taken.
 
-The status index entry carries priority, due time and queue, so the rebuild is one range scan per
-status with no record reads.
+The status index entry carries priority, timer and queue, so the rebuild is one pass over the
+status index with no record reads: it fills the ready set, the timer sets and the counts.
 """
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Iterator
 
 from pyqueue import failpoints
 from pyqueue._native import TimerSet
@@ -15,50 +16,76 @@ from pyqueue.store.contract import Family, Store
 from pyqueue.store.records import Status, decode_status_value
 
 CHUNK = 10_000
+PAUSED = "paused:"
 
 
 def in_flight_ids(store: Store) -> list[int]:
     return [keys.id_suffix(key) for key, _ in store.scan(Family.INDEX, *keys.status_range(Status.IN_FLIGHT))]
 
 
-def rebuild(store: Store, memory: Memory) -> tuple[int, int]:
-    """Fill the ready set and the timer sets from the store; returns (ready, scheduled) counts.
+def paused_queues(store: Store) -> list[str]:
+    lo = keys.meta_key(PAUSED)
+    return [key[len(lo) :].decode() for key, _ in store.scan(Family.DATA, lo, lo + b"\xff")]
 
-    Safe beside live enqueues: inserting a key twice leaves one entry, and every entry is a hint
-    that claims and promotions re-check against the record.
+
+Entries = Iterator[tuple[bytes, bytes]]
+
+
+def status_entries(store: Store) -> Entries:
+    """Every status index entry, from a snapshot taken now (the iterator is opened at once)."""
+    entries = store.scan(Family.INDEX, keys.STATUS, bytes((keys.STATUS[0] + 1,)))
+    first = next(entries, None)
+    return iter(()) if first is None else _chain(first, entries)
+
+
+def _chain(first: tuple[bytes, bytes], rest: Entries) -> Entries:
+    yield first
+    yield from rest
+
+
+def rebuild(store: Store, memory: Memory, entries: Entries | None = None) -> tuple[int, int]:
+    """Fill the ready set, the timer sets and the counts from the store; returns (ready, scheduled).
+
+    `entries` is a snapshot of the status index taken by the single writer (which reset the counts
+    in the same step): counts published after it are added to what the scan finds. Without it
+    (an offline check) the scan starts here. Safe beside live enqueues: inserting a key twice
+    leaves one entry, and every entry is a hint that claims and promotions re-check.
     """
+    if entries is None:
+        memory.counts.reset(Counter())
+        entries = status_entries(store)
     failpoints.wait("rebuild")
-    ready = 0
-    by_queue: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for key, value in store.scan(Family.INDEX, *keys.status_range(Status.READY)):
-        priority, _, queue = decode_status_value(value)
-        pending = by_queue[queue]
-        pending.append((priority, keys.id_suffix(key)))
-        if len(pending) >= CHUNK:
-            memory.ready.insert_many(queue, pending)
-            ready += len(pending)
-            pending.clear()
-    for queue, pending in by_queue.items():
+    for queue in paused_queues(store):
+        memory.ready.set_paused(queue, True)
+    counts: Counter[tuple[str, int]] = Counter()
+    ready_by_queue: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    timers: dict[int, tuple[TimerSet, list[tuple[int, int]]]] = {
+        Status.SCHEDULED: (memory.scheduled, []), Status.COMPLETED: (memory.expiring, []),
+        Status.DEAD: (memory.expiring, []),
+    }
+    ready = scheduled = 0
+    for key, value in entries:
+        status = key[1]
+        priority, timer_ms, queue = decode_status_value(value)
+        job_id = keys.id_suffix(key)
+        counts[queue, status] += 1
+        if status == Status.READY:
+            pending = ready_by_queue[queue]
+            pending.append((priority, job_id))
+            ready += 1
+            if len(pending) >= CHUNK:
+                memory.ready.insert_many(queue, pending)
+                pending.clear()
+        elif status in timers and timer_ms:
+            target, due = timers[status]
+            due.append((timer_ms, job_id))
+            scheduled += status == Status.SCHEDULED
+            if len(due) >= CHUNK:
+                target.insert_many(due)
+                due.clear()
+    for queue, pending in ready_by_queue.items():
         memory.ready.insert_many(queue, pending)
-        ready += len(pending)
-
-    scheduled = _fill(store, Status.SCHEDULED, memory.scheduled)
-    _fill(store, Status.COMPLETED, memory.expiring)
-    _fill(store, Status.DEAD, memory.expiring)
+    for target, due in timers.values():
+        target.insert_many(due)
+    memory.counts.apply(counts)
     return ready, scheduled
-
-
-def _fill(store: Store, status: Status, timers: TimerSet) -> int:
-    """(timer, id) keys of every job in `status` that has a timer; returns how many."""
-    count = 0
-    pending: list[tuple[int, int]] = []
-    for key, value in store.scan(Family.INDEX, *keys.status_range(status)):
-        _, timer_ms, _ = decode_status_value(value)
-        if timer_ms:
-            pending.append((timer_ms, keys.id_suffix(key)))
-        if len(pending) >= CHUNK:
-            timers.insert_many(pending)
-            count += len(pending)
-            pending.clear()
-    timers.insert_many(pending)
-    return count + len(pending)

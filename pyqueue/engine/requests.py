@@ -12,10 +12,12 @@ in-memory sets mere hints.
 
 import asyncio
 import json
+from collections import Counter
 import random
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from pyqueue.engine import recovery
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Failure, JobView, NewJob, Outcome, Rejection
@@ -421,3 +423,18 @@ class Purge(_Request):
     def on_error(self) -> None:
         for due_ms, job_id in self.due:
             self.memory.expiring.insert(due_ms, job_id)
+
+
+class Snapshot(_Request):
+    """Open the status-index snapshot the start-up rebuild scans, and zero the counts, in one step
+    of the single writer: every count published from here on is a change the snapshot misses."""
+
+    needs_sync = False
+
+    def __init__(self, memory: Memory) -> None:
+        super().__init__()
+        self.memory = memory
+
+    def apply(self, view: BatchView) -> None:
+        self.memory.counts.reset(Counter())
+        self.result = recovery.status_entries(view.store)

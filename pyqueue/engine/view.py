@@ -13,8 +13,10 @@ needs no read: the writer is the only one that changes records, and the cache is
 after the batch that changed them was written.
 """
 
+from collections import Counter
 from collections.abc import Sequence
 
+from pyqueue.engine.counts import Counts
 from pyqueue.store import keys
 from pyqueue.store.contract import Batch, Family, Store
 from pyqueue.store.records import JobRecord, Status
@@ -28,10 +30,11 @@ def indexed(record: JobRecord) -> Indexed:
 
 
 class InFlightCache:
-    """Records of jobs in flight, as last written by the single writer."""
+    """Records of jobs in flight, as last written by the single writer, and the job counts."""
 
-    def __init__(self) -> None:
+    def __init__(self, counts: Counts | None = None) -> None:
         self.records: dict[int, JobRecord] = {}
+        self.counts = counts or Counts()
 
     def publish(self, changed: dict[int, JobRecord | None]) -> None:
         for job_id, record in changed.items():
@@ -53,6 +56,8 @@ class BatchView:
         self._seen: dict[int, JobRecord | None] = {}
         self._changed: dict[int, JobRecord | None] = {}
         self._payloads: dict[int, bytes | None] = {}
+        self._unique: dict[str, int | None] = {}
+        self._counts: Counter[tuple[str, int]] = Counter()
 
     def records(self, job_ids: Sequence[int]) -> list[JobRecord | None]:
         seen, cached = self._seen, self._cache.records
@@ -83,10 +88,13 @@ class BatchView:
         put(Family.DATA, keys.job_key(record.id), record.encode())
         put(Family.DATA, keys.payload_key(record.id), payload)
         put(Family.INDEX, keys.status_key(record.status, record.id), record.status_value())
-        put(Family.INDEX, keys.queue_key(record.queue, record.id), b"")
+        put(Family.INDEX, keys.queue_key(record.queue, record.status, record.id), b"")
         put(Family.INDEX, keys.type_key(record.type, record.id), b"")
+        if record.unique_key:
+            self.set_unique(record.unique_key, record.id)
         self._seen[record.id] = self._changed[record.id] = record
         self._payloads[record.id] = payload
+        self._counts[record.queue, record.status] += 1
 
     def save(self, record: JobRecord, before: Indexed) -> None:
         """Write `record`, changed in place since `before = indexed(record)`, moving its index entries."""
@@ -97,9 +105,11 @@ class BatchView:
             if old_status != record.status:
                 self.batch.delete(Family.INDEX, keys.status_key(old_status, record.id))
             self.batch.put(Family.INDEX, keys.status_key(record.status, record.id), record.status_value())
-        if old_queue != record.queue:
-            self.batch.delete(Family.INDEX, keys.queue_key(old_queue, record.id))
-            self.batch.put(Family.INDEX, keys.queue_key(record.queue, record.id), b"")
+        if (old_queue, old_status) != (record.queue, record.status):
+            self.batch.delete(Family.INDEX, keys.queue_key(old_queue, old_status, record.id))
+            self.batch.put(Family.INDEX, keys.queue_key(record.queue, record.status, record.id), b"")
+            self._counts[old_queue, old_status] -= 1
+            self._counts[record.queue, record.status] += 1
         self._seen[record.id] = self._changed[record.id] = record
 
     def delete(self, record: JobRecord) -> None:
@@ -111,11 +121,31 @@ class BatchView:
             for attempt in range(1, record.attempts + 1):
                 delete(Family.DATA, keys.error_key(record.id, attempt))
         delete(Family.INDEX, keys.status_key(record.status, record.id))
-        delete(Family.INDEX, keys.queue_key(record.queue, record.id))
+        delete(Family.INDEX, keys.queue_key(record.queue, record.status, record.id))
         delete(Family.INDEX, keys.type_key(record.type, record.id))
+        if record.unique_key and self.unique_holder(record.unique_key) == record.id:
+            self.batch.delete(Family.INDEX, keys.unique_key(record.unique_key))
+            self._unique[record.unique_key] = None
         self._seen[record.id] = self._changed[record.id] = None
         self._payloads[record.id] = None
+        self._counts[record.queue, record.status] -= 1
+
+    def set_payload(self, job_id: int, payload: bytes) -> None:
+        self.batch.put(Family.DATA, keys.payload_key(job_id), payload)
+        self._payloads[job_id] = payload
+
+    def unique_holder(self, key: str) -> int | None:
+        """The job that holds a unique key (if it still exists is the caller's to check)."""
+        if key not in self._unique:
+            raw = self.store.get(Family.INDEX, keys.unique_key(key))
+            self._unique[key] = int.from_bytes(raw, "big") if raw else None
+        return self._unique[key]
+
+    def set_unique(self, key: str, job_id: int) -> None:
+        self.batch.put(Family.INDEX, keys.unique_key(key), job_id.to_bytes(8, "big"))
+        self._unique[key] = job_id
 
     def publish(self) -> None:
-        """After the batch is written: the writer's cache takes this batch's changes."""
+        """After the batch is written: the writer's cache and the counts take this batch's changes."""
         self._cache.publish(self._changed)
+        self._cache.counts.apply(self._counts)

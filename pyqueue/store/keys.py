@@ -4,8 +4,9 @@ data family (point reads, bloom filters):
     J id            -> job record            P id -> payload
     E id attempt    -> error record          M name -> server metadata
 index family (range scans):
-    S status id     -> priority, run_at, queue (what the start-up rebuild needs, without a read)
-    Q len queue id  -> ""                    T len type id -> ""
+    S status id     -> priority, timer, queue (what the start-up rebuild needs, without a read)
+    Q len queue status id -> ""              T len type id -> ""
+    U unique key    -> job id (the job that holds the key; checked against its status)
 
 Names are length-prefixed so that one queue's range never runs into another whose name it
 prefixes ("mail" and "mailer").
@@ -20,6 +21,7 @@ META = b"M"
 STATUS = b"S"
 QUEUE = b"Q"
 TYPE = b"T"
+UNIQUE = b"U"
 
 _ID = struct.Struct(">Q")
 _ID_ATTEMPT = struct.Struct(">QI")
@@ -59,22 +61,35 @@ def _name(tag: bytes, name: str) -> bytes:
     return tag + bytes((len(raw),)) + raw
 
 
-def queue_key(queue: str, job_id: int) -> bytes:
-    return _name(QUEUE, queue) + _ID.pack(job_id)
+def queue_key(queue: str, status: int, job_id: int) -> bytes:
+    return queue_prefix(queue, status) + _ID.pack(job_id)
 
 
-def queue_range(queue: str) -> tuple[bytes, bytes]:
-    prefix = _name(QUEUE, queue)
-    return prefix, prefix + b"\xff" * (ID_BYTES + 1)
+def queue_prefix(queue: str, status: int) -> bytes:
+    """One queue's jobs in one status: "which jobs in `mail` are dead?" is a single range."""
+    return _name(QUEUE, queue) + bytes((status,))
+
+
+def type_prefix(job_type: str) -> bytes:
+    return _name(TYPE, job_type)
+
+
+def status_prefix(status: int) -> bytes:
+    return STATUS + bytes((status,))
+
+
+def unique_key(key: str) -> bytes:
+    return UNIQUE + key.encode()
+
+
+def pack_id(job_id: int) -> bytes:
+    return _ID.pack(job_id)
 
 
 def type_key(job_type: str, job_id: int) -> bytes:
     return _name(TYPE, job_type) + _ID.pack(job_id)
 
 
-def type_range(job_type: str) -> tuple[bytes, bytes]:
-    prefix = _name(TYPE, job_type)
-    return prefix, prefix + b"\xff" * (ID_BYTES + 1)
 
 
 def id_suffix(key: bytes) -> int:

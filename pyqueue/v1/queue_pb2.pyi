@@ -42,6 +42,29 @@ JOB_STATUS_COMPLETED: JobStatus.ValueType  # 4
 JOB_STATUS_DEAD: JobStatus.ValueType  # 5
 Global___JobStatus: _TypeAlias = JobStatus  # noqa: Y015
 
+class _UniqueScope:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _UniqueScopeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_UniqueScope.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    UNIQUE_SCOPE_QUEUED: _UniqueScope.ValueType  # 0
+    """While a job with the key is scheduled or ready (the default)."""
+    UNIQUE_SCOPE_ACTIVE: _UniqueScope.ValueType  # 1
+    """Also while it is in flight."""
+    UNIQUE_SCOPE_EXISTS: _UniqueScope.ValueType  # 2
+    """Until the job is purged (completed jobs count while they are kept)."""
+
+class UniqueScope(_UniqueScope, metaclass=_UniqueScopeEnumTypeWrapper): ...
+
+UNIQUE_SCOPE_QUEUED: UniqueScope.ValueType  # 0
+"""While a job with the key is scheduled or ready (the default)."""
+UNIQUE_SCOPE_ACTIVE: UniqueScope.ValueType  # 1
+"""Also while it is in flight."""
+UNIQUE_SCOPE_EXISTS: UniqueScope.ValueType  # 2
+"""Until the job is purged (completed jobs count while they are kept)."""
+Global___UniqueScope: _TypeAlias = UniqueScope  # noqa: Y015
+
 @_typing.final
 class NewJob(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -57,6 +80,8 @@ class NewJob(_message.Message):
     TIMEOUT_MS_FIELD_NUMBER: _builtins.int
     BACKOFF_FIELD_NUMBER: _builtins.int
     KEEP_COMPLETED_MS_FIELD_NUMBER: _builtins.int
+    UNIQUE_KEY_FIELD_NUMBER: _builtins.int
+    UNIQUE_SCOPE_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     queue: _builtins.str
     """Empty means "default"."""
@@ -79,6 +104,9 @@ class NewJob(_message.Message):
     """Keep the job this long after it completes (visible with GetJob); unset means the server's
     default (--keep-completed), 0 deletes it at the ack.
     """
+    unique_key: _builtins.str
+    """At most one job with this key at a time, within the scope."""
+    unique_scope: Global___UniqueScope.ValueType
     @_builtins.property
     def backoff(self) -> Global___Backoff:
         """The backoff curve for this job's retries; unset means the server's."""
@@ -97,10 +125,12 @@ class NewJob(_message.Message):
         timeout_ms: _builtins.int = ...,
         backoff: Global___Backoff | None = ...,
         keep_completed_ms: _builtins.int | None = ...,
+        unique_key: _builtins.str = ...,
+        unique_scope: Global___UniqueScope.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "keep_completed_ms", b"keep_completed_ms", "max_retries", b"max_retries", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "keep_completed_ms", b"keep_completed_ms", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "keep_completed_ms", b"keep_completed_ms", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__keep_completed_ms: _TypeAlias = _typing.Literal["keep_completed_ms"]  # noqa: Y015
     _WhichOneofArgType__keep_completed_ms: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms"]  # noqa: Y015
@@ -169,15 +199,19 @@ class Enqueued(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
+    DUPLICATE_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    duplicate: _builtins.bool
+    """True when a unique job with the key existed: `id` is that job, and nothing was added."""
     def __init__(
         self,
         *,
         id: _builtins.int = ...,
+        duplicate: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "id", b"id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -245,6 +279,7 @@ class Job(_message.Message):
     EXPIRES_AT_MS_FIELD_NUMBER: _builtins.int
     ERRORS_FIELD_NUMBER: _builtins.int
     LOST_FIELD_NUMBER: _builtins.int
+    UNIQUE_KEY_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     type: _builtins.str
     queue: _builtins.str
@@ -268,6 +303,7 @@ class Job(_message.Message):
     """Failed attempts recorded in the error history."""
     lost: _builtins.int
     """Times a worker holding this job was lost."""
+    unique_key: _builtins.str
     def __init__(
         self,
         *,
@@ -288,14 +324,429 @@ class Job(_message.Message):
         expires_at_ms: _builtins.int = ...,
         errors: _builtins.int = ...,
         lost: _builtins.int = ...,
+        unique_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "id", b"id", "lease", b"lease", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "updated_at_ms", b"updated_at_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "id", b"id", "lease", b"lease", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Job: _TypeAlias = Job  # noqa: Y015
+
+@_typing.final
+class Range(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MIN_FIELD_NUMBER: _builtins.int
+    MAX_FIELD_NUMBER: _builtins.int
+    min: _builtins.int
+    max: _builtins.int
+    def __init__(
+        self,
+        *,
+        min: _builtins.int | None = ...,
+        max: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max", b"_max", "_min", b"_min", "max", b"max", "min", b"min"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max", b"_max", "_min", b"_min", "max", b"max", "min", b"min"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max: _TypeAlias = _typing.Literal["max"]  # noqa: Y015
+    _WhichOneofArgType__max: _TypeAlias = _typing.Literal["_max", b"_max"]  # noqa: Y015
+    _WhichOneofReturnType__min: _TypeAlias = _typing.Literal["min"]  # noqa: Y015
+    _WhichOneofArgType__min: _TypeAlias = _typing.Literal["_min", b"_min"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max) -> _WhichOneofReturnType__max | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min) -> _WhichOneofReturnType__min | None: ...
+
+Global___Range: _TypeAlias = Range  # noqa: Y015
+
+@_typing.final
+class JobFilter(_message.Message):
+    """Every given field must match (AND); repeated fields match any of their values (OR)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDS_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
+    TYPES_FIELD_NUMBER: _builtins.int
+    STATUSES_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    RUN_AT_MS_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def statuses(self) -> _containers.RepeatedScalarFieldContainer[Global___JobStatus.ValueType]: ...
+    @_builtins.property
+    def priority(self) -> Global___Range: ...
+    @_builtins.property
+    def run_at_ms(self) -> Global___Range: ...
+    @_builtins.property
+    def attempts(self) -> Global___Range: ...
+    def __init__(
+        self,
+        *,
+        ids: _abc.Iterable[_builtins.int] | None = ...,
+        queues: _abc.Iterable[_builtins.str] | None = ...,
+        types: _abc.Iterable[_builtins.str] | None = ...,
+        statuses: _abc.Iterable[Global___JobStatus.ValueType] | None = ...,
+        priority: Global___Range | None = ...,
+        run_at_ms: Global___Range | None = ...,
+        attempts: Global___Range | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "priority", b"priority", "run_at_ms", b"run_at_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "ids", b"ids", "priority", b"priority", "queues", b"queues", "run_at_ms", b"run_at_ms", "statuses", b"statuses", "types", b"types"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobFilter: _TypeAlias = JobFilter  # noqa: Y015
+
+@_typing.final
+class ListJobsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILTER_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    DESCENDING_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """1..1000; 0 means 50."""
+    descending: _builtins.bool
+    cursor: _builtins.str
+    """From a previous page's next_cursor or prev_cursor; empty for the first page."""
+    @_builtins.property
+    def filter(self) -> Global___JobFilter: ...
+    def __init__(
+        self,
+        *,
+        filter: Global___JobFilter | None = ...,
+        limit: _builtins.int = ...,
+        descending: _builtins.bool = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "descending", b"descending", "filter", b"filter", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListJobsRequest: _TypeAlias = ListJobsRequest  # noqa: Y015
+
+@_typing.final
+class ListJobsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOBS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    PREV_CURSOR_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """Empty when there is nothing further that way."""
+    prev_cursor: _builtins.str
+    @_builtins.property
+    def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___Job]: ...
+    def __init__(
+        self,
+        *,
+        jobs: _abc.Iterable[Global___Job] | None = ...,
+        next_cursor: _builtins.str = ...,
+        prev_cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs", "next_cursor", b"next_cursor", "prev_cursor", b"prev_cursor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListJobsResponse: _TypeAlias = ListJobsResponse  # noqa: Y015
+
+@_typing.final
+class CountJobsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILTER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def filter(self) -> Global___JobFilter: ...
+    def __init__(
+        self,
+        *,
+        filter: Global___JobFilter | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CountJobsRequest: _TypeAlias = CountJobsRequest  # noqa: Y015
+
+@_typing.final
+class CountJobsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COUNT_FIELD_NUMBER: _builtins.int
+    count: _builtins.int
+    def __init__(
+        self,
+        *,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CountJobsResponse: _TypeAlias = CountJobsResponse  # noqa: Y015
+
+@_typing.final
+class ListQueuesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListQueuesRequest: _TypeAlias = ListQueuesRequest  # noqa: Y015
+
+@_typing.final
+class QueueInfo(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CountsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
+    COUNTS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    paused: _builtins.bool
+    @_builtins.property
+    def counts(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        paused: _builtins.bool = ...,
+        counts: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "name", b"name", "paused", b"paused"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueInfo: _TypeAlias = QueueInfo  # noqa: Y015
+
+@_typing.final
+class ListQueuesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueInfo]: ...
+    def __init__(
+        self,
+        *,
+        queues: _abc.Iterable[Global___QueueInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queues", b"queues"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListQueuesResponse: _TypeAlias = ListQueuesResponse  # noqa: Y015
+
+@_typing.final
+class QueueRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueRequest: _TypeAlias = QueueRequest  # noqa: Y015
+
+@_typing.final
+class JobChanges(_message.Message):
+    """What to change; unset fields stay as they are."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    RUN_AT_MS_FIELD_NUMBER: _builtins.int
+    CLEAR_RUN_AT_FIELD_NUMBER: _builtins.int
+    MAX_RETRIES_FIELD_NUMBER: _builtins.int
+    BACKOFF_FIELD_NUMBER: _builtins.int
+    KEEP_COMPLETED_MS_FIELD_NUMBER: _builtins.int
+    PAYLOAD_FIELD_NUMBER: _builtins.int
+    CONTENT_TYPE_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    priority: _builtins.int
+    run_at_ms: _builtins.int
+    """A future time makes a ready job scheduled; clear_run_at makes a scheduled job ready."""
+    clear_run_at: _builtins.bool
+    max_retries: _builtins.int
+    keep_completed_ms: _builtins.int
+    payload: _builtins.bytes
+    content_type: _builtins.str
+    @_builtins.property
+    def backoff(self) -> Global___Backoff: ...
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str | None = ...,
+        priority: _builtins.int | None = ...,
+        run_at_ms: _builtins.int | None = ...,
+        clear_run_at: _builtins.bool = ...,
+        max_retries: _builtins.int | None = ...,
+        backoff: Global___Backoff | None = ...,
+        keep_completed_ms: _builtins.int | None = ...,
+        payload: _builtins.bytes | None = ...,
+        content_type: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_content_type", b"_content_type", "_keep_completed_ms", b"_keep_completed_ms", "_max_retries", b"_max_retries", "_payload", b"_payload", "_priority", b"_priority", "_queue", b"_queue", "_run_at_ms", b"_run_at_ms", "backoff", b"backoff", "content_type", b"content_type", "keep_completed_ms", b"keep_completed_ms", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_content_type", b"_content_type", "_keep_completed_ms", b"_keep_completed_ms", "_max_retries", b"_max_retries", "_payload", b"_payload", "_priority", b"_priority", "_queue", b"_queue", "_run_at_ms", b"_run_at_ms", "backoff", b"backoff", "clear_run_at", b"clear_run_at", "content_type", b"content_type", "keep_completed_ms", b"keep_completed_ms", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__content_type: _TypeAlias = _typing.Literal["content_type"]  # noqa: Y015
+    _WhichOneofArgType__content_type: _TypeAlias = _typing.Literal["_content_type", b"_content_type"]  # noqa: Y015
+    _WhichOneofReturnType__keep_completed_ms: _TypeAlias = _typing.Literal["keep_completed_ms"]  # noqa: Y015
+    _WhichOneofArgType__keep_completed_ms: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms"]  # noqa: Y015
+    _WhichOneofReturnType__max_retries: _TypeAlias = _typing.Literal["max_retries"]  # noqa: Y015
+    _WhichOneofArgType__max_retries: _TypeAlias = _typing.Literal["_max_retries", b"_max_retries"]  # noqa: Y015
+    _WhichOneofReturnType__payload: _TypeAlias = _typing.Literal["payload"]  # noqa: Y015
+    _WhichOneofArgType__payload: _TypeAlias = _typing.Literal["_payload", b"_payload"]  # noqa: Y015
+    _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
+    _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    _WhichOneofReturnType__queue: _TypeAlias = _typing.Literal["queue"]  # noqa: Y015
+    _WhichOneofArgType__queue: _TypeAlias = _typing.Literal["_queue", b"_queue"]  # noqa: Y015
+    _WhichOneofReturnType__run_at_ms: _TypeAlias = _typing.Literal["run_at_ms"]  # noqa: Y015
+    _WhichOneofArgType__run_at_ms: _TypeAlias = _typing.Literal["_run_at_ms", b"_run_at_ms"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__content_type) -> _WhichOneofReturnType__content_type | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_completed_ms) -> _WhichOneofReturnType__keep_completed_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retries) -> _WhichOneofReturnType__max_retries | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__payload) -> _WhichOneofReturnType__payload | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__queue) -> _WhichOneofReturnType__queue | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__run_at_ms) -> _WhichOneofReturnType__run_at_ms | None: ...
+
+Global___JobChanges: _TypeAlias = JobChanges  # noqa: Y015
+
+@_typing.final
+class UpdateJobsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILTER_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def filter(self) -> Global___JobFilter: ...
+    @_builtins.property
+    def changes(self) -> Global___JobChanges: ...
+    def __init__(
+        self,
+        *,
+        filter: Global___JobFilter | None = ...,
+        changes: Global___JobChanges | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "filter", b"filter"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "filter", b"filter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateJobsRequest: _TypeAlias = UpdateJobsRequest  # noqa: Y015
+
+@_typing.final
+class DeleteJobsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILTER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def filter(self) -> Global___JobFilter: ...
+    def __init__(
+        self,
+        *,
+        filter: Global___JobFilter | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteJobsRequest: _TypeAlias = DeleteJobsRequest  # noqa: Y015
+
+@_typing.final
+class ChangeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANGED_FIELD_NUMBER: _builtins.int
+    REJECTED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def changed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___Rejection]: ...
+    def __init__(
+        self,
+        *,
+        changed: _abc.Iterable[_builtins.int] | None = ...,
+        rejected: _abc.Iterable[Global___Rejection] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "rejected", b"rejected"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChangeResponse: _TypeAlias = ChangeResponse  # noqa: Y015
 
 @_typing.final
 class ListErrorsRequest(_message.Message):

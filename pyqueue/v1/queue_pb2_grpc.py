@@ -54,6 +54,41 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.ListErrorsRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListErrorsResponse.FromString,
                 _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/pyqueue.v1.Queue/ListJobs',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListJobsResponse.FromString,
+                _registered_method=True)
+        self.CountJobs = channel.unary_unary(
+                '/pyqueue.v1.Queue/CountJobs',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.CountJobsRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.CountJobsResponse.FromString,
+                _registered_method=True)
+        self.ListQueues = channel.unary_unary(
+                '/pyqueue.v1.Queue/ListQueues',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.ListQueuesRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListQueuesResponse.FromString,
+                _registered_method=True)
+        self.UpdateJobs = channel.unary_unary(
+                '/pyqueue.v1.Queue/UpdateJobs',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.UpdateJobsRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+                _registered_method=True)
+        self.DeleteJobs = channel.unary_unary(
+                '/pyqueue.v1.Queue/DeleteJobs',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.DeleteJobsRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+                _registered_method=True)
+        self.PauseQueue = channel.unary_unary(
+                '/pyqueue.v1.Queue/PauseQueue',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.QueueRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
+                _registered_method=True)
+        self.ResumeQueue = channel.unary_unary(
+                '/pyqueue.v1.Queue/ResumeQueue',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.QueueRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
+                _registered_method=True)
 
 
 class QueueServicer:
@@ -90,6 +125,53 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobs(self, request, context):
+        """Jobs matching a filter, a page at a time (cursor pagination), by id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CountJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQueues(self, request, context):
+        """Every queue with its job count per status, and whether it is paused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateJobs(self, request, context):
+        """Change jobs that wait (scheduled or ready): by id, or every job matching a filter.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteJobs(self, request, context):
+        """Delete jobs in any status, with payload, errors and index entries: by id or by filter.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseQueue(self, request, context):
+        """A paused queue takes enqueues but delivers nothing; the state survives restarts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeQueue(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +194,41 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.ListErrors,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListErrorsRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.ListErrorsResponse.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListJobsRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'CountJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountJobs,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.CountJobsRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.CountJobsResponse.SerializeToString,
+            ),
+            'ListQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueues,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListQueuesRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ListQueuesResponse.SerializeToString,
+            ),
+            'UpdateJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateJobs,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.UpdateJobsRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.SerializeToString,
+            ),
+            'DeleteJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteJobs,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.DeleteJobsRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.SerializeToString,
+            ),
+            'PauseQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseQueue,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.QueueRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.SerializeToString,
+            ),
+            'ResumeQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeQueue,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.QueueRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -222,6 +339,195 @@ class Queue:
             '/pyqueue.v1.Queue/ListErrors',
             pyqueue_dot_v1_dot_queue__pb2.ListErrorsRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.ListErrorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/ListJobs',
+            pyqueue_dot_v1_dot_queue__pb2.ListJobsRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ListJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/CountJobs',
+            pyqueue_dot_v1_dot_queue__pb2.CountJobsRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.CountJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/ListQueues',
+            pyqueue_dot_v1_dot_queue__pb2.ListQueuesRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ListQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/UpdateJobs',
+            pyqueue_dot_v1_dot_queue__pb2.UpdateJobsRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/DeleteJobs',
+            pyqueue_dot_v1_dot_queue__pb2.DeleteJobsRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/PauseQueue',
+            pyqueue_dot_v1_dot_queue__pb2.QueueRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/ResumeQueue',
+            pyqueue_dot_v1_dot_queue__pb2.QueueRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
             options,
             channel_credentials,
             insecure,

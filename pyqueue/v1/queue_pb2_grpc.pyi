@@ -44,6 +44,18 @@ class QueueStub:
     """
     ListErrors: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListErrorsRequest, _queue_pb2.ListErrorsResponse]
     """The error history of a job, one record per failed attempt, oldest first."""
+    ListJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListJobsRequest, _queue_pb2.ListJobsResponse]
+    """Jobs matching a filter, a page at a time (cursor pagination), by id."""
+    CountJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.CountJobsRequest, _queue_pb2.CountJobsResponse]
+    ListQueues: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListQueuesRequest, _queue_pb2.ListQueuesResponse]
+    """Every queue with its job count per status, and whether it is paused."""
+    UpdateJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.UpdateJobsRequest, _queue_pb2.ChangeResponse]
+    """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
+    DeleteJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.DeleteJobsRequest, _queue_pb2.ChangeResponse]
+    """Delete jobs in any status, with payload, errors and index entries: by id or by filter."""
+    PauseQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]
+    """A paused queue takes enqueues but delivers nothing; the state survives restarts."""
+    ResumeQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]
 
 @_typing.type_check_only
 class QueueAsyncStub(QueueStub):
@@ -61,6 +73,18 @@ class QueueAsyncStub(QueueStub):
     """
     ListErrors: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListErrorsRequest, _queue_pb2.ListErrorsResponse]  # type: ignore[assignment]
     """The error history of a job, one record per failed attempt, oldest first."""
+    ListJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListJobsRequest, _queue_pb2.ListJobsResponse]  # type: ignore[assignment]
+    """Jobs matching a filter, a page at a time (cursor pagination), by id."""
+    CountJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.CountJobsRequest, _queue_pb2.CountJobsResponse]  # type: ignore[assignment]
+    ListQueues: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListQueuesRequest, _queue_pb2.ListQueuesResponse]  # type: ignore[assignment]
+    """Every queue with its job count per status, and whether it is paused."""
+    UpdateJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.UpdateJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
+    """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
+    DeleteJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.DeleteJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
+    """Delete jobs in any status, with payload, errors and index entries: by id or by filter."""
+    PauseQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]  # type: ignore[assignment]
+    """A paused queue takes enqueues but delivers nothing; the state survives restarts."""
+    ResumeQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]  # type: ignore[assignment]
 
 class QueueServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -99,5 +123,59 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.ListErrorsResponse, _abc.Awaitable[_queue_pb2.ListErrorsResponse]]:
         """The error history of a job, one record per failed attempt, oldest first."""
+
+    @_abc_1.abstractmethod
+    def ListJobs(
+        self,
+        request: _queue_pb2.ListJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ListJobsResponse, _abc.Awaitable[_queue_pb2.ListJobsResponse]]:
+        """Jobs matching a filter, a page at a time (cursor pagination), by id."""
+
+    @_abc_1.abstractmethod
+    def CountJobs(
+        self,
+        request: _queue_pb2.CountJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.CountJobsResponse, _abc.Awaitable[_queue_pb2.CountJobsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListQueues(
+        self,
+        request: _queue_pb2.ListQueuesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ListQueuesResponse, _abc.Awaitable[_queue_pb2.ListQueuesResponse]]:
+        """Every queue with its job count per status, and whether it is paused."""
+
+    @_abc_1.abstractmethod
+    def UpdateJobs(
+        self,
+        request: _queue_pb2.UpdateJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ChangeResponse, _abc.Awaitable[_queue_pb2.ChangeResponse]]:
+        """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
+
+    @_abc_1.abstractmethod
+    def DeleteJobs(
+        self,
+        request: _queue_pb2.DeleteJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ChangeResponse, _abc.Awaitable[_queue_pb2.ChangeResponse]]:
+        """Delete jobs in any status, with payload, errors and index entries: by id or by filter."""
+
+    @_abc_1.abstractmethod
+    def PauseQueue(
+        self,
+        request: _queue_pb2.QueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.QueueInfo, _abc.Awaitable[_queue_pb2.QueueInfo]]:
+        """A paused queue takes enqueues but delivers nothing; the state survives restarts."""
+
+    @_abc_1.abstractmethod
+    def ResumeQueue(
+        self,
+        request: _queue_pb2.QueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.QueueInfo, _abc.Awaitable[_queue_pb2.QueueInfo]]: ...
 
 def add_QueueServicer_to_server(servicer: QueueServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

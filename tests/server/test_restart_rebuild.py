@@ -37,6 +37,7 @@ def test_enqueue_answers_during_rebuild_then_every_job_is_taken(tmp_path) -> Non
                     got.add(job.id)
                     stream.ack(job.id)
                 assert late in got
-        assert "100001 ready" in server.wait_for("rebuilt the in-memory sets")
+        # The snapshot predates the late enqueue, which reached the ready set by its own path.
+        assert "100000 ready" in server.wait_for("rebuilt the in-memory sets")
     finally:
         server.close()
