@@ -5,7 +5,7 @@ server uses; it is re-exported here only as `native` for tooling and benchmarks.
 """
 
 from pyqueue import _native as native
-from pyqueue.client import Client, Job, TakeStream
+from pyqueue.client import ChangeResult, Client, Job, JobError, QueueInfo, TakeStream
 from pyqueue.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -18,12 +18,15 @@ from pyqueue.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChangeResult",
     "Client",
     "FailedPrecondition",
     "InvalidArgument",
     "Job",
+    "JobError",
     "NotFound",
     "PyQueueError",
+    "QueueInfo",
     "ResourceExhausted",
     "TakeStream",
     "Unavailable",

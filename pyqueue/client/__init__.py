@@ -2,6 +2,7 @@
 
 from pyqueue.client.client import Client, JobError
 from pyqueue.client.job import Job
+from pyqueue.client.steering import UNSET, ChangeResult, QueueInfo, Rejected
 from pyqueue.client.take import TakeStream
 
-__all__ = ["Client", "Job", "JobError", "TakeStream"]
+__all__ = ["UNSET", "ChangeResult", "Client", "Job", "JobError", "QueueInfo", "Rejected", "TakeStream"]

@@ -2,7 +2,7 @@
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,7 +12,8 @@ import grpc
 from pyqueue.client import codec
 from pyqueue.client.job import Job
 from pyqueue.client.take import TakeStream
-from pyqueue.errors import from_rpc_error
+from pyqueue.client.steering import ChangeResult, QueueInfo, SCOPES, job_changes, job_filter
+from pyqueue.errors import from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -60,6 +61,12 @@ def new_job_message(spec: Mapping[str, Any]) -> pb.NewJob:
         message.backoff.CopyFrom(pb.Backoff(base_s=base_s, exponent=exponent, jitter_s=jitter_s))
     if spec.get("keep_completed") is not None:
         message.keep_completed_ms = _seconds_ms(spec["keep_completed"])
+    if spec.get("unique_key"):
+        scope = spec.get("unique_scope", "queued")
+        if scope not in SCOPES:
+            raise ValueError(f"unique_scope {scope!r} is not one of {', '.join(SCOPES)}")
+        message.unique_key = spec["unique_key"]
+        message.unique_scope = SCOPES[scope]
     return message
 
 
@@ -74,6 +81,8 @@ _JOB_KEYS = {
     "timeout",
     "backoff",
     "keep_completed",
+    "unique_key",
+    "unique_scope",
 }
 
 
@@ -119,11 +128,16 @@ class Client:
         timeout: float | timedelta | None = None,
         backoff: tuple[float, float, float] | None = None,
         keep_completed: float | timedelta | None = None,
+        unique_key: str | None = None,
+        unique_scope: str = "queued",
     ) -> Job:
         """Enqueue one job; returns once it is committed (fsync'd in the default commit mode).
 
         `run_at` or `delay` schedule it; `max_retries`, `backoff` and `timeout` (seconds per attempt)
-        override the server's defaults; `keep_completed` keeps it visible after it completes."""
+        override the server's defaults; `keep_completed` keeps it visible after it completes.
+        With `unique_key`, a second job with the key is not added while the first one is within
+        `unique_scope` ("queued": scheduled or ready; "active": also in flight; "exists": until it
+        is purged): the existing job comes back, with `duplicate=True`."""
         spec = {
             "type": type,
             "payload": payload,
@@ -135,6 +149,8 @@ class Client:
             "timeout": timeout,
             "backoff": backoff,
             "keep_completed": keep_completed,
+            "unique_key": unique_key,
+            "unique_scope": unique_scope,
         }
         return self.enqueue_many([spec])[0]
 
@@ -149,6 +165,7 @@ class Client:
         return [
             Job(
                 id=e.id,
+                duplicate=e.duplicate,
                 type=m.type,
                 queue=m.queue,
                 priority=m.priority,
@@ -186,6 +203,64 @@ class Client:
             )
             for e in response.errors
         ]
+
+    # Seeing and steering.
+    def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    def list_page(self, *, cursor: str = "", limit: int = 50, descending: bool = False,
+                  **filters: Any) -> tuple[list[Job], str, str]:
+        """One page: (jobs, next_cursor, prev_cursor); empty cursors mean nothing further that way."""
+        request = pb.ListJobsRequest(filter=job_filter(**filters), limit=limit, descending=descending, cursor=cursor)
+        response = self._call(self._stub.ListJobs, request)
+        return [Job.from_pb(j) for j in response.jobs], response.next_cursor, response.prev_cursor
+
+    def list_jobs(self, *, page_size: int = 100, descending: bool = False, **filters: Any) -> Iterator[Job]:
+        """Every job matching the filters (see steering.job_filter), by id, following the cursor."""
+        cursor = ""
+        while True:
+            jobs, cursor, _ = self.list_page(cursor=cursor, limit=page_size, descending=descending, **filters)
+            yield from jobs
+            if not cursor:
+                return
+
+    def count_jobs(self, **filters: Any) -> int:
+        return int(self._call(self._stub.CountJobs, pb.CountJobsRequest(filter=job_filter(**filters))).count)
+
+    def update_jobs(self, changes: Mapping[str, Any], **filters: Any) -> ChangeResult:
+        """Change every waiting job the filters select; jobs in flight, completed or dead are refused."""
+        request = pb.UpdateJobsRequest(filter=job_filter(**filters), changes=job_changes(**changes))
+        return ChangeResult.from_pb(self._call(self._stub.UpdateJobs, request))
+
+    def update_job(self, job_id: int, **changes: Any) -> Job:
+        """Change one waiting job (queue, priority, run_at, max_retries, backoff, keep_completed,
+        payload); run_at=None makes a scheduled job ready. Returns the job as it now is."""
+        result = self.update_jobs(changes, ids=[job_id])
+        if result.rejected:
+            raise from_code_name(result.rejected[0].code, result.rejected[0].message)
+        return self.get_job(job_id)
+
+    def delete_jobs(self, **filters: Any) -> ChangeResult:
+        return ChangeResult.from_pb(self._call(self._stub.DeleteJobs, pb.DeleteJobsRequest(filter=job_filter(**filters))))
+
+    def delete_job(self, job_id: int) -> None:
+        result = self.delete_jobs(ids=[job_id])
+        if result.rejected:
+            raise from_code_name(result.rejected[0].code, result.rejected[0].message)
+
+    def queues(self) -> list[QueueInfo]:
+        """Every queue with its job count per status, and whether it is paused."""
+        return [QueueInfo.from_pb(q) for q in self._call(self._stub.ListQueues, pb.ListQueuesRequest()).queues]
+
+    def pause(self, queue: str) -> QueueInfo:
+        """Keep taking enqueues for `queue`, but deliver nothing until `resume` (survives restarts)."""
+        return QueueInfo.from_pb(self._call(self._stub.PauseQueue, pb.QueueRequest(queue=queue)))
+
+    def resume(self, queue: str) -> QueueInfo:
+        return QueueInfo.from_pb(self._call(self._stub.ResumeQueue, pb.QueueRequest(queue=queue)))
 
     def take(self, queues: str | Iterable[str] = "default", *, prefetch: int = 1) -> TakeStream:
         """Open a Take stream; use as a context manager and iterate it for jobs."""

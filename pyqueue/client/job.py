@@ -44,6 +44,8 @@ class Job:
     expires_at: datetime | None = None
     errors: int = 0
     lost: int = 0
+    unique_key: str = ""
+    duplicate: bool = False  # from enqueue: a unique job that already existed
     _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -66,6 +68,7 @@ class Job:
             expires_at=_time(message.expires_at_ms),
             errors=message.errors,
             lost=message.lost,
+            unique_key=message.unique_key,
             _stream=stream,
         )
 

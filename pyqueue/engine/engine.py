@@ -25,7 +25,18 @@ from pyqueue.engine.errors import InvalidArgument, NotFound
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.limits import DEFAULT_PRIORITY, DEFAULT_QUEUE, Limits
 from pyqueue.engine.memory import Memory
-from pyqueue.engine.model import Clock, ErrorEntry, Failure, JobView, NewJob, Outcome, system_clock
+from pyqueue.engine import query
+from pyqueue.engine.model import (
+    Changes,
+    Clock,
+    ErrorEntry,
+    Failure,
+    JobView,
+    NewJob,
+    Outcome,
+    UniqueScope,
+    system_clock,
+)
 from pyqueue.engine.purger import Purger
 from pyqueue.engine.reaper import Reaper
 from pyqueue.engine.retry import JobOptions, RetryPolicy
@@ -172,6 +183,8 @@ class Engine:
         timeout_ms: int = 0,
         backoff: tuple[float, float, float] | None = None,
         keep_completed_ms: int | None = None,
+        unique_key: str = "",
+        unique_scope: int = UniqueScope.QUEUED,
     ) -> NewJob:
         """Validate one job of an enqueue request against the limits."""
         limits = self.config.limits
@@ -192,6 +205,10 @@ class Engine:
             raise InvalidArgument(f"job {index}: keep_completed cannot be negative")
         if backoff is not None and (backoff[0] < 0 or backoff[1] < 0 or backoff[2] < 0):
             raise InvalidArgument(f"job {index}: backoff parameters cannot be negative")
+        if len(unique_key.encode()) > 256:
+            raise InvalidArgument(f"job {index}: the unique key is longer than 256 bytes")
+        if unique_scope not in (UniqueScope.QUEUED, UniqueScope.ACTIVE, UniqueScope.EXISTS):
+            raise InvalidArgument(f"job {index}: unique scope {unique_scope} is not queued, active or exists")
         return NewJob(
             type_,
             queue,
@@ -202,14 +219,17 @@ class Engine:
             max_retries=-1 if max_retries is None else max_retries,
             timeout_ms=timeout_ms,
             options=JobOptions(backoff, keep_completed_ms).encode(),
+            unique_key=unique_key,
+            unique_scope=unique_scope,
         )
 
-    async def enqueue(self, jobs: Sequence[NewJob]) -> list[int]:
+    async def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
+        """Returns (id, duplicate) per job: a duplicate unique job is the existing one."""
         self.check_batch(len(jobs))
         self.disk.check()
-        ids: list[int] = await self._submit(requests.Enqueue(jobs, self.ids, self.memory))
-        self.stats["enqueued"] += len(ids)
-        return ids
+        created: list[tuple[int, bool]] = await self._submit(requests.Enqueue(jobs, self.ids, self.memory))
+        self.stats["enqueued"] += sum(1 for _, duplicate in created if not duplicate)
+        return created
 
     # Readers.
     def get_job(self, job_id: int) -> JobView:
@@ -225,6 +245,58 @@ class Engine:
             ErrorEntry(**json.loads(value))
             for _, value in self.store.scan(Family.DATA, *keys.error_range(job_id))
         ]
+
+    # Seeing and steering. Reads run off the event loop so a listing never holds up takes.
+    async def list_jobs(self, f: query.JobFilter, limit: int, descending: bool, cursor: str) -> query.Page:
+        return await asyncio.to_thread(query.list_jobs, self.store, f, limit, descending, cursor)
+
+    async def count_jobs(self, f: query.JobFilter) -> int:
+        return await asyncio.to_thread(query.count_jobs, self.store, self.memory.counts, f)
+
+    def queues(self) -> list[tuple[str, bool, dict[str, int]]]:
+        counts = self.memory.counts.by_queue()
+        names = set(counts) | {q for q in self.memory.ready.queues() if self.memory.ready.is_paused(q)}
+        return [(q, self.memory.ready.is_paused(q), counts.get(q, {})) for q in sorted(names)]
+
+    def check_changes(self, changes: Changes) -> None:
+        limits = self.config.limits
+        if changes.queue is not None:
+            limits.check_name("queue", changes.queue)
+        if changes.priority is not None:
+            limits.check_priority(0, changes.priority)
+        if changes.payload is not None:
+            limits.check_payload(0, len(changes.payload))
+        if changes.max_retries is not None and not 0 <= changes.max_retries <= 10_000:
+            raise InvalidArgument(f"max_retries {changes.max_retries} is outside 0..10000")
+        if changes.clear_run_at and changes.run_at_ms is not None:
+            raise InvalidArgument("give run_at or clear_run_at, not both")
+
+    async def _targets(self, f: query.JobFilter) -> list[int]:
+        only_ids = f.ids and not (f.queues or f.types or f.statuses or f.has_ranges)
+        if only_ids:
+            return list(dict.fromkeys(f.ids))  # missing ids are reported, not silently skipped
+        if f == query.JobFilter():
+            raise InvalidArgument("a change by filter needs at least one condition (ids, queues, types, statuses)")
+        return await asyncio.to_thread(query.matching_ids, self.store, f)
+
+    async def update_jobs(self, f: query.JobFilter, changes: Changes) -> Outcome:
+        self.check_changes(changes)
+        return await self._in_chunks(await self._targets(f), lambda ids: requests.UpdateJobs(ids, changes, self.memory))
+
+    async def delete_jobs(self, f: query.JobFilter) -> Outcome:
+        return await self._in_chunks(await self._targets(f), lambda ids: requests.DeleteJobs(ids, self.memory))
+
+    async def _in_chunks(self, ids: list[int], make: Callable[[list[int]], Any]) -> Outcome:
+        total = Outcome(done=[], rejected=[])
+        for i in range(0, len(ids), 1000):
+            outcome: Outcome = await self._submit(make(ids[i : i + 1000]))
+            total.done.extend(outcome.done)
+            total.rejected.extend(outcome.rejected)
+        return total
+
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        self.config.limits.check_name("queue", queue)
+        await self._submit(requests.PauseQueue(queue, paused, self.memory))
 
     # Workers.
     def consumer(self, queues: Sequence[str], prefetch: int) -> Consumer:

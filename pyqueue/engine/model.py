@@ -25,6 +25,30 @@ class NewJob:
     max_retries: int = -1  # -1: the server's default
     timeout_ms: int = 0
     options: bytes = b""  # JobOptions, encoded
+    unique_key: str = ""
+    unique_scope: int = 0  # UniqueScope
+
+
+class UniqueScope:
+    """While a job holds its unique key: which of its statuses block a second job with the key."""
+
+    QUEUED = 0
+    ACTIVE = 1
+    EXISTS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What UpdateJobs changes; None leaves a field as it is."""
+
+    queue: str | None = None
+    priority: int | None = None
+    run_at_ms: int | None = None  # a time; with clear_run_at, the job becomes ready
+    clear_run_at: bool = False
+    max_retries: int | None = None
+    options: bytes | None = None  # JobOptions, encoded, replacing the old ones
+    payload: bytes | None = None
+    content_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,10 @@
 """Engine values to protobuf messages and back."""
 
-from pyqueue.engine.model import ErrorEntry, JobView, Outcome
+from pyqueue.engine.errors import InvalidArgument
+from pyqueue.engine.model import Changes, ErrorEntry, JobView, Outcome
+from pyqueue.engine.query import Bounds, JobFilter
+from pyqueue.engine.retry import JobOptions
+from pyqueue.store.records import Status
 from pyqueue.v1 import queue_pb2 as pb
 
 
@@ -22,6 +26,7 @@ def job_to_pb(view: JobView) -> pb.Job:
         max_retries=r.max_retries,
         timeout_ms=r.timeout_ms,
         expires_at_ms=r.expires_ms,
+        unique_key=r.unique_key,
         errors=r.errors,
         lost=r.lost,
     )
@@ -56,4 +61,46 @@ def fail_result(outcome: Outcome) -> pb.TakeResponse:
             ],
             rejected=[pb.Rejection(id=r.job_id, code=r.code, message=r.message) for r in outcome.rejected],
         )
+    )
+
+
+def _bounds(message: pb.Range) -> Bounds:
+    return (message.min if message.HasField("min") else None, message.max if message.HasField("max") else None)
+
+
+def filter_from_pb(f: pb.JobFilter) -> JobFilter:
+    statuses = []
+    for value in f.statuses:
+        try:
+            statuses.append(Status(value))
+        except ValueError:
+            raise InvalidArgument(f"status {value} is not a job status (1 scheduled .. 5 dead)") from None
+    return JobFilter(
+        ids=tuple(f.ids), queues=tuple(f.queues), types=tuple(f.types), statuses=tuple(statuses),
+        priority=_bounds(f.priority), run_at_ms=_bounds(f.run_at_ms), attempts=_bounds(f.attempts),
+    )
+
+
+def changes_from_pb(c: pb.JobChanges) -> Changes:
+    options = None
+    if c.HasField("backoff") or c.HasField("keep_completed_ms"):
+        backoff = (c.backoff.base_s, c.backoff.exponent, c.backoff.jitter_s) if c.HasField("backoff") else None
+        keep = c.keep_completed_ms if c.HasField("keep_completed_ms") else None
+        options = JobOptions(backoff, keep).encode()
+    return Changes(
+        queue=c.queue if c.HasField("queue") else None,
+        priority=c.priority if c.HasField("priority") else None,
+        run_at_ms=c.run_at_ms if c.HasField("run_at_ms") else None,
+        clear_run_at=c.clear_run_at,
+        max_retries=c.max_retries if c.HasField("max_retries") else None,
+        options=options,
+        payload=c.payload if c.HasField("payload") else None,
+        content_type=c.content_type if c.HasField("content_type") else None,
+    )
+
+
+def change_response(outcome: Outcome) -> pb.ChangeResponse:
+    return pb.ChangeResponse(
+        changed=[job_id for job_id, _ in outcome.done],
+        rejected=[pb.Rejection(id=r.job_id, code=r.code, message=r.message) for r in outcome.rejected],
     )

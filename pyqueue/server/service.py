@@ -3,7 +3,7 @@
 from pyqueue.engine import Engine, EngineError
 from pyqueue.engine.model import NewJob
 from pyqueue.server.config import ServerConfig
-from pyqueue.server.convert import error_to_pb, job_to_pb
+from pyqueue.server.convert import change_response, changes_from_pb, error_to_pb, filter_from_pb, job_to_pb
 from pyqueue.server.status import Context, abort
 from pyqueue.server.take import TakeStream
 from pyqueue.v1 import queue_pb2 as pb
@@ -24,7 +24,7 @@ class QueueService(pb_grpc.QueueServicer):
             ids = await engine.enqueue(jobs)
         except EngineError as exc:
             await abort(context, exc)
-        return pb.EnqueueResponse(jobs=[pb.Enqueued(id=job_id) for job_id in ids])
+        return pb.EnqueueResponse(jobs=[pb.Enqueued(id=job_id, duplicate=duplicate) for job_id, duplicate in ids])
 
     async def ListErrors(self, request: pb.ListErrorsRequest, context: Context) -> pb.ListErrorsResponse:
         try:
@@ -32,6 +32,53 @@ class QueueService(pb_grpc.QueueServicer):
         except EngineError as exc:
             await abort(context, exc)
         return pb.ListErrorsResponse(errors=[error_to_pb(e) for e in entries])
+
+    async def ListJobs(self, request: pb.ListJobsRequest, context: Context) -> pb.ListJobsResponse:
+        try:
+            page = await self.engine.list_jobs(filter_from_pb(request.filter), request.limit, request.descending,
+                                               request.cursor)
+        except EngineError as exc:
+            await abort(context, exc)
+        return pb.ListJobsResponse(jobs=[job_to_pb(j) for j in page.jobs], next_cursor=page.next_cursor,
+                                   prev_cursor=page.prev_cursor)
+
+    async def CountJobs(self, request: pb.CountJobsRequest, context: Context) -> pb.CountJobsResponse:
+        try:
+            return pb.CountJobsResponse(count=await self.engine.count_jobs(filter_from_pb(request.filter)))
+        except EngineError as exc:
+            await abort(context, exc)
+
+    async def ListQueues(self, request: pb.ListQueuesRequest, context: Context) -> pb.ListQueuesResponse:
+        return pb.ListQueuesResponse(queues=[pb.QueueInfo(name=name, paused=paused, counts=counts)
+                                             for name, paused, counts in self.engine.queues()])
+
+    async def UpdateJobs(self, request: pb.UpdateJobsRequest, context: Context) -> pb.ChangeResponse:
+        try:
+            outcome = await self.engine.update_jobs(filter_from_pb(request.filter), changes_from_pb(request.changes))
+        except EngineError as exc:
+            await abort(context, exc)
+        return change_response(outcome)
+
+    async def DeleteJobs(self, request: pb.DeleteJobsRequest, context: Context) -> pb.ChangeResponse:
+        try:
+            outcome = await self.engine.delete_jobs(filter_from_pb(request.filter))
+        except EngineError as exc:
+            await abort(context, exc)
+        return change_response(outcome)
+
+    async def PauseQueue(self, request: pb.QueueRequest, context: Context) -> pb.QueueInfo:
+        return await self._set_paused(request.queue, True, context)
+
+    async def ResumeQueue(self, request: pb.QueueRequest, context: Context) -> pb.QueueInfo:
+        return await self._set_paused(request.queue, False, context)
+
+    async def _set_paused(self, queue: str, paused: bool, context: Context) -> pb.QueueInfo:
+        try:
+            await self.engine.set_paused(queue, paused)
+        except EngineError as exc:
+            await abort(context, exc)
+        counts = next((c for name, _, c in self.engine.queues() if name == queue), {})
+        return pb.QueueInfo(name=queue, paused=paused, counts=counts)
 
     async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:
         try:
@@ -68,4 +115,6 @@ def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:
         if job.HasField("backoff")
         else None,
         keep_completed_ms=job.keep_completed_ms if job.HasField("keep_completed_ms") else None,
+        unique_key=job.unique_key,
+        unique_scope=job.unique_scope,
     )

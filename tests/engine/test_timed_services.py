@@ -40,13 +40,17 @@ async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
     store.close()
 
 
+async def add(e: Engine, *jobs) -> list[int]:  # type: ignore[no-untyped-def]
+    return [job_id for job_id, _ in await e.enqueue(jobs)]
+
+
 def job(e: Engine, **options):  # type: ignore[no-untyped-def]
     return e.new_job(0, "t", "q", None, b"", **options)
 
 
 async def test_scheduler_promotes_only_what_is_due(engine: Engine, clock: FakeClock) -> None:
     scheduler = engine.services[0]
-    later, sooner = await engine.enqueue([job(engine, delay_ms=5_000), job(engine, delay_ms=1_000)])
+    later, sooner = await add(engine, job(engine, delay_ms=5_000), job(engine, delay_ms=1_000))
     assert engine.get_job(sooner).record.status == Status.SCHEDULED
     assert await scheduler.run_once() == 0
     clock.now += 1_000
@@ -59,14 +63,14 @@ async def test_scheduler_promotes_only_what_is_due(engine: Engine, clock: FakeCl
 
 
 async def test_a_past_run_at_is_ready_at_once(engine: Engine, clock: FakeClock) -> None:
-    (job_id,) = await engine.enqueue([job(engine, run_at_ms=clock.now - 1)])
+    (job_id,) = await add(engine, job(engine, run_at_ms=clock.now - 1))
     assert engine.get_job(job_id).record.status == Status.READY
 
 
 async def test_failures_retry_after_the_backoff_then_die_with_their_history(
     engine: Engine, clock: FakeClock
 ) -> None:
-    (job_id,) = await engine.enqueue([job(engine)])
+    (job_id,) = await add(engine, job(engine))
     for attempt in (1, 2, 3):
         consumer = engine.consumer(["q"], 1)
         (delivered,) = await consumer.next_jobs(0.5)
@@ -91,7 +95,7 @@ async def test_failures_retry_after_the_backoff_then_die_with_their_history(
 
 
 async def test_reaper_fails_an_attempt_whose_lease_ran_out(engine: Engine, clock: FakeClock) -> None:
-    (job_id,) = await engine.enqueue([job(engine, timeout_ms=2_000)])
+    (job_id,) = await add(engine, job(engine, timeout_ms=2_000))
     consumer = engine.consumer(["q"], 1)
     assert len(await consumer.next_jobs(0.5)) == 1
     reaper = engine.services[1]
@@ -107,7 +111,7 @@ async def test_reaper_fails_an_attempt_whose_lease_ran_out(engine: Engine, clock
 
 
 async def test_an_extended_lease_is_not_reaped(engine: Engine, clock: FakeClock) -> None:
-    (job_id,) = await engine.enqueue([job(engine, timeout_ms=2_000)])
+    (job_id,) = await add(engine, job(engine, timeout_ms=2_000))
     consumer = engine.consumer(["q"], 1)
     await consumer.next_jobs(0.5)
     clock.now += 1_500
@@ -120,7 +124,7 @@ async def test_an_extended_lease_is_not_reaped(engine: Engine, clock: FakeClock)
 
 
 async def test_purger_deletes_dead_jobs_when_their_retention_ends(engine: Engine, clock: FakeClock) -> None:
-    (job_id,) = await engine.enqueue([job(engine)])
+    (job_id,) = await add(engine, job(engine))
     consumer = engine.consumer(["q"], 1)
     await consumer.next_jobs(0.5)
     await consumer.fail([Failure(job_id, "fatal", kill=True)])
@@ -134,7 +138,7 @@ async def test_purger_deletes_dead_jobs_when_their_retention_ends(engine: Engine
 
 
 async def test_completed_jobs_kept_for_their_retention(engine: Engine, clock: FakeClock) -> None:
-    (job_id,) = await engine.enqueue([job(engine, keep_completed_ms=5_000)])
+    (job_id,) = await add(engine, job(engine, keep_completed_ms=5_000))
     consumer = engine.consumer(["q"], 1)
     await consumer.next_jobs(0.5)
     await consumer.ack([job_id])

@@ -1,0 +1,135 @@
+"""Building filters and changes for listing, counting, updating and deleting jobs."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pyqueue.v1 import queue_pb2 as pb
+
+STATUSES = {
+    "scheduled": pb.JOB_STATUS_SCHEDULED,
+    "ready": pb.JOB_STATUS_READY,
+    "in_flight": pb.JOB_STATUS_IN_FLIGHT,
+    "completed": pb.JOB_STATUS_COMPLETED,
+    "dead": pb.JOB_STATUS_DEAD,
+}
+SCOPES = {"queued": pb.UNIQUE_SCOPE_QUEUED, "active": pb.UNIQUE_SCOPE_ACTIVE, "exists": pb.UNIQUE_SCOPE_EXISTS}
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+"""Leave a field as it is (for run_at, None means "clear it": the job becomes ready)."""
+
+
+def _names(one: str | None, many: Iterable[str] | None) -> list[str]:
+    return ([one] if one else []) + list(many or [])
+
+
+def _range(message: pb.Range, bounds: tuple[Any, Any] | None, convert: Any = int) -> None:
+    if bounds is None:
+        return
+    lo, hi = bounds
+    if lo is not None:
+        message.min = convert(lo)
+    if hi is not None:
+        message.max = convert(hi)
+
+
+def _ms(value: datetime) -> int:
+    return int(value.timestamp() * 1000)
+
+
+def job_filter(
+    *,
+    ids: Iterable[int] | None = None,
+    queue: str | None = None,
+    queues: Iterable[str] | None = None,
+    type: str | None = None,
+    types: Iterable[str] | None = None,
+    status: str | None = None,
+    statuses: Iterable[str] | None = None,
+    priority: tuple[int | None, int | None] | None = None,
+    run_at: tuple[datetime | None, datetime | None] | None = None,
+    attempts: tuple[int | None, int | None] | None = None,
+) -> pb.JobFilter:
+    """All given conditions must hold; several values of one condition match any of them. Ranges
+    are inclusive (min, max) with None for an open end."""
+    wanted = _names(status, statuses)
+    unknown = [s for s in wanted if s not in STATUSES]
+    if unknown:
+        raise ValueError(f"unknown status {unknown[0]!r}; one of {', '.join(STATUSES)}")
+    f = pb.JobFilter(ids=list(ids or []), queues=_names(queue, queues), types=_names(type, types),
+                     statuses=[STATUSES[s] for s in wanted])
+    _range(f.priority, priority)
+    _range(f.run_at_ms, run_at, _ms)
+    _range(f.attempts, attempts)
+    return f
+
+
+def job_changes(
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    run_at: datetime | None = UNSET,
+    max_retries: int | None = None,
+    backoff: tuple[float, float, float] | None = None,
+    keep_completed: float | None = None,
+    payload: Any = UNSET,
+) -> pb.JobChanges:
+    from pyqueue.client import codec
+
+    c = pb.JobChanges()
+    if queue is not None:
+        c.queue = queue
+    if priority is not None:
+        c.priority = priority
+    if run_at is None:
+        c.clear_run_at = True
+    elif run_at is not UNSET:
+        c.run_at_ms = _ms(run_at)
+    if max_retries is not None:
+        c.max_retries = max_retries
+    if backoff is not None:
+        c.backoff.CopyFrom(pb.Backoff(base_s=backoff[0], exponent=backoff[1], jitter_s=backoff[2]))
+    if keep_completed is not None:
+        c.keep_completed_ms = int(keep_completed * 1000)
+    if payload is not UNSET:
+        raw, content_type = codec.encode(payload)
+        c.payload = raw
+        c.content_type = content_type
+    return c
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    name: str
+    paused: bool
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_pb(cls, message: pb.QueueInfo) -> "QueueInfo":
+        return cls(message.name, message.paused, dict(message.counts))
+
+
+@dataclass(frozen=True)
+class Rejected:
+    id: int
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ChangeResult:
+    """What a bulk change did: the ids changed, and the ones refused with why."""
+
+    changed: list[int]
+    rejected: list[Rejected]
+
+    @classmethod
+    def from_pb(cls, message: pb.ChangeResponse) -> "ChangeResult":
+        return cls(list(message.changed), [Rejected(r.id, r.code, r.message) for r in message.rejected])
