@@ -11,7 +11,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 $(BIN)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q maturin grpcio grpcio-health-checking grpcio-reflection protobuf rocksdict click uvloop \
+	$(PY) -m pip install -q maturin grpcio grpcio-health-checking grpcio-reflection protobuf rocksdict click rich uvloop \
 		pytest pytest-timeout pytest-asyncio pytest-benchmark mfusepy ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs hdrhistogram
 	touch $@
 

@@ -26,7 +26,9 @@ async def fill(path: str, n: int, queue: str) -> None:
     await engine.start()
     await engine.wait_rebuilt()
     for start in range(0, n, 1000):
-        await engine.enqueue([engine.new_job(i, "t", queue, None, b"x" * 100) for i in range(min(1000, n - start))])
+        await engine.enqueue(
+            [engine.new_job(i, "t", queue, None, b"x" * 100) for i in range(min(1000, n - start))]
+        )
     await engine.stop()
     store.close()
 
@@ -62,7 +64,9 @@ async def measure(path: str) -> float:
 
 
 def step(*args: str) -> str:
-    return subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        [sys.executable, __file__, *args], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def main() -> None:
@@ -89,9 +93,18 @@ def main() -> None:
         step("--step", "flow", flowed, str(args.flowed))
         flow_s = time.perf_counter() - started
         flowed_s = min(float(step("--step", "measure", flowed)) for _ in range(3))
-        print(json.dumps({"ready_jobs": args.ready, "flowed_jobs": args.flowed, "startup_fresh_s": round(fresh_s, 2),
-                          "startup_after_flow_s": round(flowed_s, 2), "ratio": round(flowed_s / fresh_s, 2),
-                          "flow_seconds": round(flow_s, 1)}))
+        print(
+            json.dumps(
+                {
+                    "ready_jobs": args.ready,
+                    "flowed_jobs": args.flowed,
+                    "startup_fresh_s": round(fresh_s, 2),
+                    "startup_after_flow_s": round(flowed_s, 2),
+                    "ratio": round(flowed_s / fresh_s, 2),
+                    "flow_seconds": round(flow_s, 1),
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

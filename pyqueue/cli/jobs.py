@@ -2,7 +2,7 @@
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -10,8 +10,12 @@ from pyqueue.client import Client
 from pyqueue.errors import PyQueueError
 
 
-def _client(ctx: click.Context) -> Client:
+def client_for(ctx: click.Context) -> Client:
     return Client(ctx.obj["address"])
+
+
+def fail(exc: PyQueueError) -> NoReturn:
+    raise click.ClickException(f"{exc.code.name}: {exc}") from None
 
 
 @click.command()
@@ -41,7 +45,7 @@ def enqueue(
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--payload") from None
     try:
-        with _client(ctx) as client:
+        with client_for(ctx) as client:
             job_ = client.enqueue(
                 type_,
                 value,
@@ -53,7 +57,7 @@ def enqueue(
             )
             click.echo(job_.id)
     except PyQueueError as exc:
-        raise click.ClickException(f"{exc.code.name}: {exc}") from None
+        fail(exc)
 
 
 @click.command()
@@ -63,10 +67,10 @@ def enqueue(
 def job(ctx: click.Context, job_id: int, as_json: bool) -> None:
     """Show one job."""
     try:
-        with _client(ctx) as client:
+        with client_for(ctx) as client:
             found = client.get_job(job_id)
     except PyQueueError as exc:
-        raise click.ClickException(f"{exc.code.name}: {exc}") from None
+        fail(exc)
     data = found.to_dict()
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -83,10 +87,10 @@ def job(ctx: click.Context, job_id: int, as_json: bool) -> None:
 def errors(ctx: click.Context, job_id: int, as_json: bool) -> None:
     """Show a job's error history, one failed attempt per entry."""
     try:
-        with _client(ctx) as client:
+        with client_for(ctx) as client:
             history = client.job_errors(job_id)
     except PyQueueError as exc:
-        raise click.ClickException(f"{exc.code.name}: {exc}") from None
+        fail(exc)
     if as_json:
         click.echo(json.dumps([{**dataclasses.asdict(e), "at": e.at.isoformat()} for e in history], indent=2))
         return

@@ -5,6 +5,7 @@ import click
 from pyqueue.cli.check import check
 from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
+from pyqueue.cli.steer import delete, jobs, pause, queues, resume, update
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "PYQUEUE"})
@@ -26,3 +27,5 @@ main.add_command(enqueue)
 main.add_command(job)
 main.add_command(errors)
 main.add_command(check)
+for command in (jobs, queues, update, delete, pause, resume):
+    main.add_command(command)

@@ -77,8 +77,13 @@ import click
     show_default=True,
     help="Seconds to keep dead jobs and their error history.",
 )
-@click.option("--min-free-bytes", type=int, default=128 << 20, show_default=True,
-              help="Refuse enqueues while the data directory's disk has less free space than this.")
+@click.option(
+    "--min-free-bytes",
+    type=int,
+    default=128 << 20,
+    show_default=True,
+    help="Refuse enqueues while the data directory's disk has less free space than this.",
+)
 @click.option("--log-level", default="info", show_default=True)
 def serve(
     data_dir: Path,

@@ -11,8 +11,8 @@ import grpc
 
 from pyqueue.client import codec
 from pyqueue.client.job import Job
+from pyqueue.client.steering import SCOPES, ChangeResult, QueueInfo, job_changes, job_filter
 from pyqueue.client.take import TakeStream
-from pyqueue.client.steering import ChangeResult, QueueInfo, SCOPES, job_changes, job_filter
 from pyqueue.errors import from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -211,10 +211,13 @@ class Client:
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
-    def list_page(self, *, cursor: str = "", limit: int = 50, descending: bool = False,
-                  **filters: Any) -> tuple[list[Job], str, str]:
+    def list_page(
+        self, *, cursor: str = "", limit: int = 50, descending: bool = False, **filters: Any
+    ) -> tuple[list[Job], str, str]:
         """One page: (jobs, next_cursor, prev_cursor); empty cursors mean nothing further that way."""
-        request = pb.ListJobsRequest(filter=job_filter(**filters), limit=limit, descending=descending, cursor=cursor)
+        request = pb.ListJobsRequest(
+            filter=job_filter(**filters), limit=limit, descending=descending, cursor=cursor
+        )
         response = self._call(self._stub.ListJobs, request)
         return [Job.from_pb(j) for j in response.jobs], response.next_cursor, response.prev_cursor
 
@@ -244,7 +247,9 @@ class Client:
         return self.get_job(job_id)
 
     def delete_jobs(self, **filters: Any) -> ChangeResult:
-        return ChangeResult.from_pb(self._call(self._stub.DeleteJobs, pb.DeleteJobsRequest(filter=job_filter(**filters))))
+        return ChangeResult.from_pb(
+            self._call(self._stub.DeleteJobs, pb.DeleteJobsRequest(filter=job_filter(**filters)))
+        )
 
     def delete_job(self, job_id: int) -> None:
         result = self.delete_jobs(ids=[job_id])
@@ -253,7 +258,9 @@ class Client:
 
     def queues(self) -> list[QueueInfo]:
         """Every queue with its job count per status, and whether it is paused."""
-        return [QueueInfo.from_pb(q) for q in self._call(self._stub.ListQueues, pb.ListQueuesRequest()).queues]
+        return [
+            QueueInfo.from_pb(q) for q in self._call(self._stub.ListQueues, pb.ListQueuesRequest()).queues
+        ]
 
     def pause(self, queue: str) -> QueueInfo:
         """Keep taking enqueues for `queue`, but deliver nothing until `resume` (survives restarts)."""

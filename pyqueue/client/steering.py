@@ -14,7 +14,11 @@ STATUSES = {
     "completed": pb.JOB_STATUS_COMPLETED,
     "dead": pb.JOB_STATUS_DEAD,
 }
-SCOPES = {"queued": pb.UNIQUE_SCOPE_QUEUED, "active": pb.UNIQUE_SCOPE_ACTIVE, "exists": pb.UNIQUE_SCOPE_EXISTS}
+SCOPES = {
+    "queued": pb.UNIQUE_SCOPE_QUEUED,
+    "active": pb.UNIQUE_SCOPE_ACTIVE,
+    "exists": pb.UNIQUE_SCOPE_EXISTS,
+}
 
 
 class _Unset:
@@ -63,8 +67,12 @@ def job_filter(
     unknown = [s for s in wanted if s not in STATUSES]
     if unknown:
         raise ValueError(f"unknown status {unknown[0]!r}; one of {', '.join(STATUSES)}")
-    f = pb.JobFilter(ids=list(ids or []), queues=_names(queue, queues), types=_names(type, types),
-                     statuses=[STATUSES[s] for s in wanted])
+    f = pb.JobFilter(
+        ids=list(ids or []),
+        queues=_names(queue, queues),
+        types=_names(type, types),
+        statuses=[STATUSES[s] for s in wanted],
+    )
     _range(f.priority, priority)
     _range(f.run_at_ms, run_at, _ms)
     _range(f.attempts, attempts)

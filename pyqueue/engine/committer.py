@@ -21,8 +21,8 @@ from typing import Protocol
 
 from pyqueue import failpoints
 from pyqueue._native import Coalescer
-from pyqueue.engine.errors import EngineError, Unavailable
 from pyqueue.engine.counts import Counts
+from pyqueue.engine.errors import EngineError, Unavailable
 from pyqueue.engine.model import Clock
 from pyqueue.engine.view import BatchView, InFlightCache
 from pyqueue.store.contract import Store, StoreFullError

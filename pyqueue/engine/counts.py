@@ -35,5 +35,8 @@ class Counts:
         return out
 
     def total(self, queues: list[str] | None, statuses: list[int] | None) -> int:
-        return sum(n for (q, s), n in list(self._counts.items())
-                   if (not queues or q in queues) and (not statuses or s in statuses))
+        return sum(
+            n
+            for (q, s), n in list(self._counts.items())
+            if (not queues or q in queues) and (not statuses or s in statuses)
+        )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyqueue.engine import recovery, requests
+from pyqueue.engine import query, recovery, requests
 from pyqueue.engine.alarm import AlarmClock, AlarmConfig
 from pyqueue.engine.committer import Committer
 from pyqueue.engine.consumer import Consumer
@@ -25,7 +25,6 @@ from pyqueue.engine.errors import InvalidArgument, NotFound
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.limits import DEFAULT_PRIORITY, DEFAULT_QUEUE, Limits
 from pyqueue.engine.memory import Memory
-from pyqueue.engine import query
 from pyqueue.engine.model import (
     Changes,
     Clock,
@@ -103,7 +102,8 @@ class Engine:
             self.clock,
             durable=self.config.durable,
             post=loop.call_soon_threadsafe,
-            on_fatal=self.config.on_fatal, counts=self.memory.counts,
+            on_fatal=self.config.on_fatal,
+            counts=self.memory.counts,
         )
         self._committer.start()
         stale = recovery.in_flight_ids(self.store)
@@ -276,15 +276,21 @@ class Engine:
         if only_ids:
             return list(dict.fromkeys(f.ids))  # missing ids are reported, not silently skipped
         if f == query.JobFilter():
-            raise InvalidArgument("a change by filter needs at least one condition (ids, queues, types, statuses)")
+            raise InvalidArgument(
+                "a change by filter needs at least one condition (ids, queues, types, statuses)"
+            )
         return await asyncio.to_thread(query.matching_ids, self.store, f)
 
     async def update_jobs(self, f: query.JobFilter, changes: Changes) -> Outcome:
         self.check_changes(changes)
-        return await self._in_chunks(await self._targets(f), lambda ids: requests.UpdateJobs(ids, changes, self.memory))
+        return await self._in_chunks(
+            await self._targets(f), lambda ids: requests.UpdateJobs(ids, changes, self.memory)
+        )
 
     async def delete_jobs(self, f: query.JobFilter) -> Outcome:
-        return await self._in_chunks(await self._targets(f), lambda ids: requests.DeleteJobs(ids, self.memory))
+        return await self._in_chunks(
+            await self._targets(f), lambda ids: requests.DeleteJobs(ids, self.memory)
+        )
 
     async def _in_chunks(self, ids: list[int], make: Callable[[list[int]], Any]) -> Outcome:
         total = Outcome(done=[], rejected=[])

@@ -9,6 +9,7 @@ is keyed by (queue, status, id). Pages are cut by id, so a cursor is just the bo
 """
 
 import heapq
+import operator
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -62,7 +63,9 @@ def _within(value: int, bounds: Bounds) -> bool:
     return (lo is None or value >= lo) and (hi is None or value <= hi)
 
 
-def _range_ids(store: Store, family: Family, prefix: bytes, after: int | None, descending: bool) -> Iterator[int]:
+def _range_ids(
+    store: Store, family: Family, prefix: bytes, after: int | None, descending: bool
+) -> Iterator[int]:
     """Ids under `prefix` (keys are prefix + id), strictly beyond `after` in the scan order."""
     lo, hi = prefix, prefix + _HIGH
     if after is not None:
@@ -94,7 +97,7 @@ def _intersect(streams: list[Iterator[int]], descending: bool) -> Iterator[int]:
     if len(streams) == 1:
         yield from streams[0]
         return
-    ahead = (lambda a, b: a < b) if descending else (lambda a, b: a > b)
+    ahead = operator.lt if descending else operator.gt  # ahead(a, b): a comes after b in scan order
     heads = []
     for stream in streams:
         head = next(stream, None)
@@ -133,14 +136,36 @@ def candidates(store: Store, f: JobFilter, after: int | None, descending: bool) 
         streams.append(iter(ordered))
     if f.queues:
         statuses = f.statuses or tuple(Status)
-        streams.append(_union([_range_ids(store, Family.INDEX, keys.queue_prefix(q, s), after, descending)
-                               for q in set(f.queues) for s in statuses], descending))
+        streams.append(
+            _union(
+                [
+                    _range_ids(store, Family.INDEX, keys.queue_prefix(q, s), after, descending)
+                    for q in set(f.queues)
+                    for s in statuses
+                ],
+                descending,
+            )
+        )
     elif f.statuses:
-        streams.append(_union([_range_ids(store, Family.INDEX, keys.status_prefix(s), after, descending)
-                               for s in set(f.statuses)], descending))
+        streams.append(
+            _union(
+                [
+                    _range_ids(store, Family.INDEX, keys.status_prefix(s), after, descending)
+                    for s in set(f.statuses)
+                ],
+                descending,
+            )
+        )
     if f.types:
-        streams.append(_union([_range_ids(store, Family.INDEX, keys.type_prefix(t), after, descending)
-                               for t in set(f.types)], descending))
+        streams.append(
+            _union(
+                [
+                    _range_ids(store, Family.INDEX, keys.type_prefix(t), after, descending)
+                    for t in set(f.types)
+                ],
+                descending,
+            )
+        )
     if not streams:
         streams.append(_range_ids(store, Family.DATA, keys.JOB, after, descending))
     return _intersect(streams, descending)
@@ -204,7 +229,9 @@ def _parse_cursor(cursor: str) -> tuple[bool, int | None]:
     try:
         return cursor[0] == "b", int(cursor[1:])
     except (ValueError, IndexError):
-        raise InvalidArgument(f"cursor {cursor!r} was not made by this server; pass one from a previous page") from None
+        raise InvalidArgument(
+            f"cursor {cursor!r} was not made by this server; pass one from a previous page"
+        ) from None
 
 
 def count_jobs(store: Store, counts: Counts, f: JobFilter) -> int:

@@ -60,7 +60,8 @@ def rebuild(store: Store, memory: Memory, entries: Entries | None = None) -> tup
     counts: Counter[tuple[str, int]] = Counter()
     ready_by_queue: dict[str, list[tuple[int, int]]] = defaultdict(list)
     timers: dict[int, tuple[TimerSet, list[tuple[int, int]]]] = {
-        Status.SCHEDULED: (memory.scheduled, []), Status.COMPLETED: (memory.expiring, []),
+        Status.SCHEDULED: (memory.scheduled, []),
+        Status.COMPLETED: (memory.expiring, []),
         Status.DEAD: (memory.expiring, []),
     }
     ready = scheduled = 0

@@ -12,8 +12,8 @@ in-memory sets mere hints.
 
 import asyncio
 import json
-from collections import Counter
 import random
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -483,9 +483,13 @@ class UpdateJobs(_Transitions):
                 outcome.rejected.append(Rejection(job_id, "NOT_FOUND", f"job {job_id} does not exist"))
                 continue
             if record.status not in (Status.SCHEDULED, Status.READY):
-                outcome.rejected.append(Rejection(job_id, "FAILED_PRECONDITION",
-                                                  f"job {job_id} is {record.status.label}; only scheduled or ready "
-                                                  "jobs can be changed"))
+                outcome.rejected.append(
+                    Rejection(
+                        job_id,
+                        "FAILED_PRECONDITION",
+                        f"job {job_id} is {record.status.label}; only scheduled or ready jobs can be changed",
+                    )
+                )
                 continue
             before = indexed(record)
             if record.status == Status.READY:

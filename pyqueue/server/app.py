@@ -31,8 +31,15 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
         loop.add_signal_handler(sig, stop.set)
 
     store = RocksStore(config.data_dir)
-    engine = Engine(store, EngineConfig(durable=config.durable, limits=config.limits, retry=config.retry,
-                                        min_free_bytes=config.min_free_bytes))
+    engine = Engine(
+        store,
+        EngineConfig(
+            durable=config.durable,
+            limits=config.limits,
+            retry=config.retry,
+            min_free_bytes=config.min_free_bytes,
+        ),
+    )
     await engine.start()
 
     server = grpc.aio.server(options=config.grpc_options())

@@ -65,7 +65,10 @@ def fail_result(outcome: Outcome) -> pb.TakeResponse:
 
 
 def _bounds(message: pb.Range) -> Bounds:
-    return (message.min if message.HasField("min") else None, message.max if message.HasField("max") else None)
+    return (
+        message.min if message.HasField("min") else None,
+        message.max if message.HasField("max") else None,
+    )
 
 
 def filter_from_pb(f: pb.JobFilter) -> JobFilter:
@@ -76,15 +79,22 @@ def filter_from_pb(f: pb.JobFilter) -> JobFilter:
         except ValueError:
             raise InvalidArgument(f"status {value} is not a job status (1 scheduled .. 5 dead)") from None
     return JobFilter(
-        ids=tuple(f.ids), queues=tuple(f.queues), types=tuple(f.types), statuses=tuple(statuses),
-        priority=_bounds(f.priority), run_at_ms=_bounds(f.run_at_ms), attempts=_bounds(f.attempts),
+        ids=tuple(f.ids),
+        queues=tuple(f.queues),
+        types=tuple(f.types),
+        statuses=tuple(statuses),
+        priority=_bounds(f.priority),
+        run_at_ms=_bounds(f.run_at_ms),
+        attempts=_bounds(f.attempts),
     )
 
 
 def changes_from_pb(c: pb.JobChanges) -> Changes:
     options = None
     if c.HasField("backoff") or c.HasField("keep_completed_ms"):
-        backoff = (c.backoff.base_s, c.backoff.exponent, c.backoff.jitter_s) if c.HasField("backoff") else None
+        backoff = (
+            (c.backoff.base_s, c.backoff.exponent, c.backoff.jitter_s) if c.HasField("backoff") else None
+        )
         keep = c.keep_completed_ms if c.HasField("keep_completed_ms") else None
         options = JobOptions(backoff, keep).encode()
     return Changes(

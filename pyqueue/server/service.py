@@ -24,7 +24,9 @@ class QueueService(pb_grpc.QueueServicer):
             ids = await engine.enqueue(jobs)
         except EngineError as exc:
             await abort(context, exc)
-        return pb.EnqueueResponse(jobs=[pb.Enqueued(id=job_id, duplicate=duplicate) for job_id, duplicate in ids])
+        return pb.EnqueueResponse(
+            jobs=[pb.Enqueued(id=job_id, duplicate=duplicate) for job_id, duplicate in ids]
+        )
 
     async def ListErrors(self, request: pb.ListErrorsRequest, context: Context) -> pb.ListErrorsResponse:
         try:
@@ -35,12 +37,14 @@ class QueueService(pb_grpc.QueueServicer):
 
     async def ListJobs(self, request: pb.ListJobsRequest, context: Context) -> pb.ListJobsResponse:
         try:
-            page = await self.engine.list_jobs(filter_from_pb(request.filter), request.limit, request.descending,
-                                               request.cursor)
+            page = await self.engine.list_jobs(
+                filter_from_pb(request.filter), request.limit, request.descending, request.cursor
+            )
         except EngineError as exc:
             await abort(context, exc)
-        return pb.ListJobsResponse(jobs=[job_to_pb(j) for j in page.jobs], next_cursor=page.next_cursor,
-                                   prev_cursor=page.prev_cursor)
+        return pb.ListJobsResponse(
+            jobs=[job_to_pb(j) for j in page.jobs], next_cursor=page.next_cursor, prev_cursor=page.prev_cursor
+        )
 
     async def CountJobs(self, request: pb.CountJobsRequest, context: Context) -> pb.CountJobsResponse:
         try:
@@ -49,12 +53,18 @@ class QueueService(pb_grpc.QueueServicer):
             await abort(context, exc)
 
     async def ListQueues(self, request: pb.ListQueuesRequest, context: Context) -> pb.ListQueuesResponse:
-        return pb.ListQueuesResponse(queues=[pb.QueueInfo(name=name, paused=paused, counts=counts)
-                                             for name, paused, counts in self.engine.queues()])
+        return pb.ListQueuesResponse(
+            queues=[
+                pb.QueueInfo(name=name, paused=paused, counts=counts)
+                for name, paused, counts in self.engine.queues()
+            ]
+        )
 
     async def UpdateJobs(self, request: pb.UpdateJobsRequest, context: Context) -> pb.ChangeResponse:
         try:
-            outcome = await self.engine.update_jobs(filter_from_pb(request.filter), changes_from_pb(request.changes))
+            outcome = await self.engine.update_jobs(
+                filter_from_pb(request.filter), changes_from_pb(request.changes)
+            )
         except EngineError as exc:
             await abort(context, exc)
         return change_response(outcome)

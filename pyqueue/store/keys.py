@@ -90,8 +90,6 @@ def type_key(job_type: str, job_id: int) -> bytes:
     return _name(TYPE, job_type) + _ID.pack(job_id)
 
 
-
-
 def id_suffix(key: bytes) -> int:
     """The job id that ends every job-scoped key."""
     return int(_ID.unpack_from(key, len(key) - ID_BYTES)[0])

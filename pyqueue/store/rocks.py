@@ -23,7 +23,6 @@ from rocksdict import (
 
 from pyqueue.store.contract import Batch, Family, StoreFullError
 
-
 TOMBSTONE_WINDOW = 10_000
 TOMBSTONE_TRIGGER = 5_000
 

@@ -7,9 +7,9 @@ import os
 import subprocess
 
 import pytest
+from harness import ServerProcess
 
 import pyqueue
-from harness import ServerProcess
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a small tmpfs")
 MIB = 1 << 20
@@ -34,7 +34,9 @@ def test_full_disk_refuses_enqueues_then_recovers(small_disk) -> None:  # type: 
         with pyqueue.Client(server.address) as client:
             with pytest.raises(pyqueue.ResourceExhausted) as refused:
                 for _ in range(200):
-                    batch = client.enqueue_many([{"type": "t", "payload": os.urandom(256 * 1024)} for _ in range(4)])
+                    batch = client.enqueue_many(
+                        [{"type": "t", "payload": os.urandom(256 * 1024)} for _ in range(4)]
+                    )
                     acknowledged.extend(j.id for j in batch)
             assert "--min-free-bytes" in str(refused.value) and "nothing was written" in str(refused.value)
             assert acknowledged, "the disk filled before anything was enqueued"

@@ -5,9 +5,9 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from harness import ServerProcess
 
 import pyqueue
-from harness import ServerProcess
 
 
 @pytest.fixture
@@ -33,8 +33,11 @@ def known(client: pyqueue.Client):  # type: ignore[no-untyped-def]
     holder.close()
 
 
-FILTER_VALUES = {"queues": [["a"], ["b"], ["a", "b"]], "types": [["x"], ["y"]],
-                 "statuses": [["ready"], ["scheduled"], ["dead"], ["in_flight"], ["ready", "dead"], ["completed"]]}
+FILTER_VALUES = {
+    "queues": [["a"], ["b"], ["a", "b"]],
+    "types": [["x"], ["y"]],
+    "statuses": [["ready"], ["scheduled"], ["dead"], ["in_flight"], ["ready", "dead"], ["completed"]],
+}
 
 
 def combinations():  # type: ignore[no-untyped-def]
@@ -46,8 +49,11 @@ def combinations():  # type: ignore[no-untyped-def]
 
 
 def expected(content, f) -> list[int]:  # type: ignore[no-untyped-def]
-    return sorted(i for i, (q, t, s) in content.items()
-                  if q in f.get("queues", [q]) and t in f.get("types", [t]) and s in f.get("statuses", [s]))
+    return sorted(
+        i
+        for i, (q, t, s) in content.items()
+        if q in f.get("queues", [q]) and t in f.get("types", [t]) and s in f.get("statuses", [s])
+    )
 
 
 def test_every_combination_of_indexed_filters_in_both_orders(client: pyqueue.Client, known) -> None:  # type: ignore[no-untyped-def]
@@ -150,7 +156,9 @@ def test_payload_can_change_while_waiting(client: pyqueue.Client) -> None:
 
 def test_bulk_update_and_delete_by_filter(client: pyqueue.Client, known) -> None:  # type: ignore[no-untyped-def]
     result = client.update_jobs({"priority": 5}, queue="a")
-    assert sorted(result.changed) == sorted(i for i, (q, _, s) in known.items() if q == "a" and s in ("ready", "scheduled"))
+    assert sorted(result.changed) == sorted(
+        i for i, (q, _, s) in known.items() if q == "a" and s in ("ready", "scheduled")
+    )
     assert {r.code for r in result.rejected} == {"FAILED_PRECONDITION"}
     deleted = client.delete_jobs(queue="b", status="scheduled")
     assert sorted(deleted.changed) == expected(known, {"queues": ["b"], "statuses": ["scheduled"]})
@@ -168,7 +176,9 @@ def test_a_deleted_scheduled_job_never_runs(client: pyqueue.Client) -> None:
         client.delete_job(job_id)
 
 
-def test_a_job_deleted_in_flight_is_not_delivered_again_and_its_ack_is_refused(client: pyqueue.Client) -> None:
+def test_a_job_deleted_in_flight_is_not_delivered_again_and_its_ack_is_refused(
+    client: pyqueue.Client,
+) -> None:
     job_id = client.enqueue("t").id
     with client.take() as stream:
         job = stream.next(timeout=5)
@@ -186,7 +196,9 @@ def test_unique_scopes_across_the_lifecycle(server: ServerProcess) -> None:
         again = client.enqueue("t", unique_key="k-queued")
         assert again.duplicate and again.id == first.id and not first.duplicate
         active = client.enqueue("t", queue="act", unique_key="k-active", unique_scope="active")
-        exists = client.enqueue("t", queue="ex", unique_key="k-exists", unique_scope="exists", keep_completed=60)
+        exists = client.enqueue(
+            "t", queue="ex", unique_key="k-exists", unique_scope="exists", keep_completed=60
+        )
 
         with client.take(["default", "act", "ex"], prefetch=3) as stream:
             held = {j.id: j for j in (stream.next(timeout=5) for _ in range(3)) if j is not None}
@@ -196,7 +208,9 @@ def test_unique_scopes_across_the_lifecycle(server: ServerProcess) -> None:
             assert client.enqueue("t", queue="act", unique_key="k-active", unique_scope="active").duplicate
             held[active.id].fail("retry me", retry_at=datetime.now(UTC) + timedelta(hours=1))
             # Back to scheduled by a retry: held again.
-            assert client.enqueue("t", queue="act", unique_key="k-active", unique_scope="active").id == active.id
+            assert (
+                client.enqueue("t", queue="act", unique_key="k-active", unique_scope="active").id == active.id
+            )
             held[exists.id].ack()
             held[first.id].ack()
         # Completed but kept: "exists" still holds it.

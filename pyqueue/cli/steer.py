@@ -1,0 +1,235 @@
+"""`pyqueue jobs | queues | update | delete | pause | resume`: see and steer the queue."""
+
+import json
+from datetime import datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Column, Table
+
+from pyqueue.cli.jobs import client_for, fail
+from pyqueue.client import UNSET
+from pyqueue.errors import PyQueueError
+
+STATUS_CHOICE = click.Choice(["scheduled", "ready", "in_flight", "completed", "dead"])
+CHUNK = 1000
+
+
+def filter_options(f: Any) -> Any:
+    for option in reversed(
+        [
+            click.option("--queue", "queues", multiple=True, help="Only these queues (repeatable)."),
+            click.option("--type", "types", multiple=True, help="Only these job types (repeatable)."),
+            click.option(
+                "--status", "statuses", multiple=True, type=STATUS_CHOICE, help="Only these statuses."
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _filters(queues: tuple[str, ...], types: tuple[str, ...], statuses: tuple[str, ...]) -> dict[str, Any]:
+    return {"queues": list(queues), "types": list(types), "statuses": list(statuses)}
+
+
+def _when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+
+
+@click.command()
+@filter_options
+@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--desc", is_flag=True, help="Newest first.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def jobs(
+    ctx: click.Context,
+    queues: tuple[str, ...],
+    types: tuple[str, ...],
+    statuses: tuple[str, ...],
+    limit: int,
+    desc: bool,
+    as_json: bool,
+) -> None:
+    """List jobs, oldest first."""
+    try:
+        with client_for(ctx) as client:
+            found = []
+            for job in client.list_jobs(
+                page_size=min(limit, 1000), descending=desc, **_filters(queues, types, statuses)
+            ):
+                found.append(job)
+                if len(found) >= limit:
+                    break
+    except PyQueueError as exc:
+        fail(exc)
+    if as_json:
+        click.echo(json.dumps([j.to_dict() for j in found], indent=2))
+        return
+    table = Table(
+        Column("id", no_wrap=True), "queue", "type", "status", "priority", "attempts", "created", "run at"
+    )
+    for j in found:
+        table.add_row(
+            str(j.id),
+            j.queue,
+            j.type,
+            j.status,
+            str(j.priority),
+            str(j.attempts),
+            _when(j.created_at),
+            _when(j.run_at),
+        )
+    Console().print(table)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def queues(ctx: click.Context, as_json: bool) -> None:
+    """Every queue with its job count per status."""
+    try:
+        with client_for(ctx) as client:
+            found = client.queues()
+    except PyQueueError as exc:
+        fail(exc)
+    if as_json:
+        click.echo(
+            json.dumps([{"name": q.name, "paused": q.paused, "counts": q.counts} for q in found], indent=2)
+        )
+        return
+    columns = ["scheduled", "ready", "in_flight", "completed", "dead"]
+    table = Table("queue", "state", *columns)
+    for q in found:
+        table.add_row(
+            q.name, "paused" if q.paused else "running", *(str(q.counts.get(c, 0)) for c in columns)
+        )
+    Console().print(table)
+
+
+def _bulk(
+    ctx: click.Context, verb: str, ids: tuple[int, ...], filters: dict[str, Any], yes: bool, apply: Any
+) -> None:
+    """Run a change over the selected jobs in chunks, with a progress bar and a confirmation."""
+    try:
+        with client_for(ctx) as client:
+            targets = list(ids) or [j.id for j in client.list_jobs(page_size=1000, **filters)]
+            if not targets:
+                click.echo("no jobs match")
+                return
+            if len(targets) > 1 and not yes:
+                click.confirm(f"{verb} {len(targets)} jobs?", abort=True)
+            changed, rejected = 0, []
+            with Progress(transient=True, disable=len(targets) < CHUNK) as progress:
+                task = progress.add_task(verb, total=len(targets))
+                for i in range(0, len(targets), CHUNK):
+                    result = apply(client, targets[i : i + CHUNK])
+                    changed += len(result.changed)
+                    rejected.extend(result.rejected)
+                    progress.advance(task, CHUNK)
+    except PyQueueError as exc:
+        fail(exc)
+    click.echo(f"{verb}: {changed} changed, {len(rejected)} refused")
+    for r in rejected[:20]:
+        click.echo(f"  {r.id}: {r.code}: {r.message}", err=True)
+    if rejected:
+        raise SystemExit(1)
+
+
+@click.command()
+@click.argument("ids", nargs=-1, type=int)
+@filter_options
+@click.option("--set-queue", help="Move to this queue.")
+@click.option("--priority", type=int)
+@click.option("--run-at", type=click.DateTime(), help="Schedule for this time (local).")
+@click.option("--now", "ready_now", is_flag=True, help="Make scheduled jobs ready now.")
+@click.option("--max-retries", type=int)
+@click.option("--payload", help="A new payload, as JSON.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def update(
+    ctx: click.Context,
+    ids: tuple[int, ...],
+    queues: tuple[str, ...],
+    types: tuple[str, ...],
+    statuses: tuple[str, ...],
+    set_queue: str | None,
+    priority: int | None,
+    run_at: datetime | None,
+    ready_now: bool,
+    max_retries: int | None,
+    payload: str | None,
+    yes: bool,
+) -> None:
+    """Change waiting jobs: by id, or every job matching --queue/--type/--status."""
+    changes: dict[str, Any] = {"queue": set_queue, "priority": priority, "max_retries": max_retries}
+    if ready_now:
+        changes["run_at"] = None
+    elif run_at is not None:
+        changes["run_at"] = run_at.astimezone()
+    changes["payload"] = json.loads(payload) if payload is not None else UNSET
+    if not ids and not (queues or types or statuses):
+        raise click.UsageError("give job ids, or a filter (--queue, --type, --status)")
+    _bulk(
+        ctx,
+        "update",
+        ids,
+        _filters(queues, types, statuses),
+        yes,
+        lambda client, chunk: client.update_jobs(changes, ids=chunk),
+    )
+
+
+@click.command()
+@click.argument("ids", nargs=-1, type=int)
+@filter_options
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def delete(
+    ctx: click.Context,
+    ids: tuple[int, ...],
+    queues: tuple[str, ...],
+    types: tuple[str, ...],
+    statuses: tuple[str, ...],
+    yes: bool,
+) -> None:
+    """Delete jobs: by id, or every job matching --queue/--type/--status."""
+    if not ids and not (queues or types or statuses):
+        raise click.UsageError("give job ids, or a filter (--queue, --type, --status)")
+    _bulk(
+        ctx,
+        "delete",
+        ids,
+        _filters(queues, types, statuses),
+        yes,
+        lambda client, chunk: client.delete_jobs(ids=chunk),
+    )
+
+
+@click.command()
+@click.argument("queue")
+@click.pass_context
+def pause(ctx: click.Context, queue: str) -> None:
+    """Stop delivering QUEUE's jobs (enqueues still go in)."""
+    try:
+        with client_for(ctx) as client:
+            client.pause(queue)
+    except PyQueueError as exc:
+        fail(exc)
+    click.echo(f"{queue}: paused")
+
+
+@click.command()
+@click.argument("queue")
+@click.pass_context
+def resume(ctx: click.Context, queue: str) -> None:
+    """Deliver QUEUE's jobs again."""
+    try:
+        with client_for(ctx) as client:
+            client.resume(queue)
+    except PyQueueError as exc:
+        fail(exc)
+    click.echo(f"{queue}: running")

@@ -1,0 +1,58 @@
+"""`pyqueue jobs | queues | update | delete | pause | resume` against a real server."""
+
+import json
+import subprocess
+import sys
+
+import pyqueue
+
+
+def run(server, *args: str, ok: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    result = subprocess.run(
+        [sys.executable, "-m", "pyqueue", "--address", server.address, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+    )
+    assert (result.returncode == 0) == ok, result.stdout + result.stderr
+    return result
+
+
+def test_jobs_lists_as_a_table_and_as_json(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    a = client.enqueue("send", queue="mail").id
+    client.enqueue("resize", queue="media")
+    table = run(server, "jobs", "--queue", "mail").stdout
+    assert str(a) in table and "send" in table and "resize" not in table
+    listed = json.loads(run(server, "jobs", "--status", "ready", "--json", "--desc").stdout)
+    assert [j["type"] for j in listed] == ["resize", "send"]
+
+
+def test_queues_shows_counts(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    client.enqueue("t", queue="mail")
+    client.enqueue("t", queue="mail", delay=600)
+    (mail,) = json.loads(run(server, "queues", "--json").stdout)
+    assert mail == {"name": "mail", "paused": False, "counts": {"ready": 1, "scheduled": 1}}
+    assert "mail" in run(server, "queues").stdout
+
+
+def test_update_and_delete(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    job_id = client.enqueue("t", delay=600).id
+    run(server, "update", str(job_id), "--priority", "3", "--now")
+    job = client.get_job(job_id)
+    assert (job.priority, job.status) == (3, "ready")
+    for _ in range(3):
+        client.enqueue("t", queue="junk")
+    refused = run(server, "delete", "--queue", "junk", stdin="n\n", ok=False)
+    assert "Aborted" in refused.stderr
+    assert client.count_jobs(queue="junk") == 3
+    assert "3 changed" in run(server, "delete", "--queue", "junk", "--yes").stdout
+    assert client.count_jobs(queue="junk") == 0
+    assert "give job ids, or a filter" in run(server, "delete", ok=False).stderr
+
+
+def test_pause_and_resume(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    assert "paused" in run(server, "pause", "mail").stdout
+    assert client.queues()[0].paused
+    assert "running" in run(server, "resume", "mail").stdout
+    assert not {q.name: q.paused for q in client.queues()}.get("mail", False)
