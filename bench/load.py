@@ -42,6 +42,14 @@ def consume(address: str, jobs: int, prefetch: int, queues: list[str], done: "mp
     done.put(time.perf_counter())
 
 
+def list_forever(address: str, queue: str, stop: "mp.Event", listed: "mp.Value") -> None:  # type: ignore[valid-type]
+    """A client listing jobs in a loop (first page of a queue, ready jobs) beside the load."""
+    with pyqueue.Client(address) as client:
+        while not stop.is_set():  # type: ignore[attr-defined]
+            client.list_page(queue=queue, status="ready", limit=50)
+            listed.value += 1  # type: ignore[attr-defined]
+
+
 def run(address: str, args: argparse.Namespace) -> dict[str, object]:
     queues = [f"q{i}" for i in range(args.queues)]
     per_producer = args.jobs // args.producers
@@ -58,8 +66,12 @@ def run(address: str, args: argparse.Namespace) -> dict[str, object]:
         )
         for i in range(args.producers)
     ]
+    stop_listing, listed = ctx.Event(), ctx.Value("i", 0)
+    lister = ctx.Process(target=list_forever, args=(address, queues[0], stop_listing, listed))
     for p in consumers:
         p.start()
+    if args.lister:
+        lister.start()
     time.sleep(1.0)  # let the consumers subscribe before the clock starts
     started = time.perf_counter()
     for p in producers:
@@ -68,6 +80,9 @@ def run(address: str, args: argparse.Namespace) -> dict[str, object]:
     for p in producers + consumers:
         p.join(60)
     elapsed = max(ends) - started
+    if args.lister:
+        stop_listing.set()
+        lister.join(30)
     return {
         "jobs": per_consumer * args.consumers,
         "seconds": round(elapsed, 2),
@@ -79,6 +94,8 @@ def run(address: str, args: argparse.Namespace) -> dict[str, object]:
         "consumers": args.consumers,
         "prefetch": args.prefetch,
         "queues": args.queues,
+        "lister": bool(args.lister),
+        "listings": listed.value if args.lister else 0,
     }
 
 
@@ -87,7 +104,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--address")
-    parser.add_argument("--commit-mode", default="fsync", choices=["fsync", "buffered"])
+    parser.add_argument(
+        "--commit-mode",
+        default="fsync",
+        choices=["fsync", "buffered", "both"],
+        help="both: buffered then fsync in one run, and their ratio",
+    )
     parser.add_argument("--jobs", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--payload", type=int, default=100)
@@ -95,19 +117,35 @@ def main() -> None:
     parser.add_argument("--consumers", type=int, default=1)
     parser.add_argument("--prefetch", type=int, default=2000)
     parser.add_argument("--queues", type=int, default=1)
+    parser.add_argument("--lister", action="store_true", help="a client lists jobs in a loop beside the load")
+    parser.add_argument("--compare-lister", action="store_true", help="run without, then with the lister")
     args = parser.parse_args()
     if args.address:
         print(json.dumps(run(args.address, args)))
         return
     from harness import ServerProcess
 
-    with tempfile.TemporaryDirectory() as tmp:
-        server = ServerProcess(Path(tmp) / "data", "--commit-mode", args.commit_mode)
-        server.start()
-        try:
-            print(json.dumps(run(server.address, args)))
-        finally:
-            server.stop()
+    if args.compare_lister:
+        runs = [(args.commit_mode, False), (args.commit_mode, True)]
+    elif args.commit_mode == "both":
+        runs = [("buffered", args.lister), ("fsync", args.lister)]
+    else:
+        runs = [(args.commit_mode, args.lister)]
+    results = {}
+    for mode, lister in runs:
+        args.commit_mode, args.lister = mode, lister
+        with tempfile.TemporaryDirectory() as tmp:
+            server = ServerProcess(Path(tmp) / "data", "--commit-mode", mode)
+            server.start()
+            try:
+                results[f"{mode}{'+lister' if lister else ''}"] = result = run(server.address, args)
+                print(json.dumps(result))
+            finally:
+                server.stop()
+    if len(results) == 2:
+        (name_a, a), (name_b, b) = results.items()
+        ratio = b["jobs_per_s"] / a["jobs_per_s"]  # type: ignore[operator]
+        print(json.dumps({f"{name_b}_over_{name_a}": round(ratio, 2)}))
 
 
 if __name__ == "__main__":

@@ -47,7 +47,11 @@ def check(store: Store) -> Report:
         status_entries[keys.status_key(record.status, job_id)] = record.status_value()
         _expect_present(store, report, Family.DATA, keys.payload_key(job_id), f"job {job_id}: payload")
         _expect_present(
-            store, report, Family.INDEX, keys.queue_key(record.queue, record.status, job_id), f"job {job_id}: queue index"
+            store,
+            report,
+            Family.INDEX,
+            keys.queue_key(record.queue, record.status, job_id),
+            f"job {job_id}: queue index",
         )
         _expect_present(
             store, report, Family.INDEX, keys.type_key(record.type, job_id), f"job {job_id}: type index"

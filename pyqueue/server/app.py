@@ -71,6 +71,8 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     await stopping
     await engine.stop()
     store.close()
+    stats = " ".join(f"{k}={v}" for k, v in sorted(engine.stats.items()))
+    log.info("stats: %s commits=%d syncs=%d", stats, engine.committer.commits, engine.committer.syncs)
     log.info("stopped cleanly")
 
 

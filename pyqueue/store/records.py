@@ -30,9 +30,16 @@ class Status(enum.IntEnum):
     COMPLETED = 4
     DEAD = 5
 
+    # Members are ints: hash them as ints (Enum.__hash__ is Python code, and statuses key the
+    # counts on every write).
+    __hash__ = int.__hash__
+
     @property
     def label(self) -> str:
         return self.name.lower()
+
+
+_STATUS_BY_CODE = {s.value: s for s in Status}
 
 
 class CorruptRecordError(Exception):
@@ -140,7 +147,7 @@ class JobRecord:
             options = bytes(raw[offset + 4 : offset + 4 + n])
             return cls(
                 id=job_id,
-                status=Status(status),
+                status=_STATUS_BY_CODE[status],
                 queue=texts[0],
                 type=texts[1],
                 priority=priority,
@@ -158,7 +165,7 @@ class JobRecord:
                 unique_key=texts[3],
                 options=options,
             )
-        except (struct.error, ValueError, UnicodeDecodeError) as exc:
+        except (struct.error, ValueError, KeyError, UnicodeDecodeError) as exc:
             raise CorruptRecordError(f"job {job_id}: undecodable record ({exc})") from exc
 
     @property
