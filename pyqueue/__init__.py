@@ -5,7 +5,8 @@ server uses; it is re-exported here only as `native` for tooling and benchmarks.
 """
 
 from pyqueue import _native as native
-from pyqueue.client import ChangeResult, Client, Job, JobError, QueueInfo, TakeStream
+from pyqueue.app import App, JobFunction, Kill, Retry
+from pyqueue.client import AsyncClient, ChangeResult, Client, Job, JobError, QueueInfo, TakeStream
 from pyqueue.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -18,16 +19,21 @@ from pyqueue.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "App",
+    "AsyncClient",
     "ChangeResult",
     "Client",
     "FailedPrecondition",
     "InvalidArgument",
     "Job",
     "JobError",
+    "JobFunction",
+    "Kill",
     "NotFound",
     "PyQueueError",
     "QueueInfo",
     "ResourceExhausted",
+    "Retry",
     "TakeStream",
     "Unavailable",
     "__version__",

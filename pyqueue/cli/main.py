@@ -5,6 +5,7 @@ import click
 from pyqueue.cli.check import check
 from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
+from pyqueue.cli.worker import worker
 from pyqueue.cli.steer import delete, jobs, pause, queues, resume, update
 
 
@@ -19,7 +20,8 @@ from pyqueue.cli.steer import delete, jobs, pause, queues, resume, update
 @click.pass_context
 def main(ctx: click.Context, address: str) -> None:
     """pyqueue: a durable job queue for Python teams."""
-    ctx.obj = {"address": address}
+    given = ctx.get_parameter_source("address") != click.core.ParameterSource.DEFAULT
+    ctx.obj = {"address": address, "address_given": given}
 
 
 main.add_command(serve)
@@ -27,5 +29,6 @@ main.add_command(enqueue)
 main.add_command(job)
 main.add_command(errors)
 main.add_command(check)
+main.add_command(worker)
 for command in (jobs, queues, update, delete, pause, resume):
     main.add_command(command)

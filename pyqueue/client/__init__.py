@@ -1,8 +1,10 @@
 """The Python client: talks to a pyqueue server over gRPC; imports neither the server nor rocksdict."""
 
+from pyqueue.client.aio import AsyncClient
+from pyqueue.client.aio_take import AsyncTakeStream
 from pyqueue.client.client import Client, JobError
 from pyqueue.client.job import Job
 from pyqueue.client.steering import UNSET, ChangeResult, QueueInfo, Rejected
 from pyqueue.client.take import TakeStream
 
-__all__ = ["UNSET", "ChangeResult", "Client", "Job", "JobError", "QueueInfo", "Rejected", "TakeStream"]
+__all__ = ["UNSET", "AsyncClient", "AsyncTakeStream", "ChangeResult", "Client", "Job", "JobError", "QueueInfo", "Rejected", "TakeStream"]

@@ -11,6 +11,7 @@ import grpc
 
 from pyqueue.client import codec
 from pyqueue.client.job import Job
+from pyqueue.client.batching import Batcher
 from pyqueue.client.steering import SCOPES, ChangeResult, QueueInfo, job_changes, job_filter
 from pyqueue.client.take import TakeStream
 from pyqueue.errors import from_code_name, from_rpc_error
@@ -98,22 +99,40 @@ class JobError:
     backtrace: str
 
 
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 << 20),
+    ("grpc.max_send_message_length", 64 << 20),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+]
+
+
+def error_from_pb(e: pb.JobError) -> "JobError":
+    return JobError(e.attempt, datetime.fromtimestamp(e.at_ms / 1000, UTC), e.kind, e.message, e.error_type,
+                    e.backtrace)
+
+
+def jobs_from(messages: list[pb.NewJob], results: list[pb.Enqueued]) -> list[Job]:
+    now_ms = time.time() * 1000
+    return [
+        Job(id=e.id, type=m.type, queue=m.queue, priority=m.priority,
+            payload=codec.decode(m.payload, m.content_type), content_type=m.content_type,
+            status="scheduled" if m.delay_ms > 0 or m.run_at_ms > now_ms else "ready", attempts=0,
+            created_at=None, updated_at=None, run_at=None, duplicate=e.duplicate)
+        for e, m in zip(results, messages, strict=True)
+    ]
+
+
 class Client:
     """A connection to a pyqueue server. Use as a context manager, or call close()."""
 
-    def __init__(self, address: str | None = None, *, timeout: float = 30.0) -> None:
+    def __init__(self, address: str | None = None, *, timeout: float = 30.0, batching: bool = True) -> None:
         self.address = address or default_address()
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(
-            self.address,
-            options=[
-                ("grpc.max_receive_message_length", 64 << 20),
-                ("grpc.max_send_message_length", 64 << 20),
-                ("grpc.keepalive_time_ms", 10_000),
-                ("grpc.keepalive_timeout_ms", 10_000),
-            ],
-        )
+        self._channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         self._stub = pb_grpc.QueueStub(self._channel)
+        # Concurrent single enqueues from many threads share calls (see client/batching.py).
+        self._batcher = Batcher(self._send_enqueue) if batching else None
 
     def enqueue(
         self,
@@ -152,33 +171,21 @@ class Client:
             "unique_key": unique_key,
             "unique_scope": unique_scope,
         }
-        return self.enqueue_many([spec])[0]
+        message = [new_job_message(spec)]
+        results = self._batcher.submit(message) if self._batcher else self._send_enqueue(message)
+        return jobs_from(message, results)[0]
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Enqueue many jobs in one call, all or nothing. Each is a mapping with `type` and optionally
         `payload`, `queue`, `priority` and the keyword options of `enqueue`."""
         messages = [new_job_message(j) for j in jobs]
+        return jobs_from(messages, self._send_enqueue(messages))
+
+    def _send_enqueue(self, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
         try:
-            response = self._stub.Enqueue(pb.EnqueueRequest(jobs=messages), timeout=self.timeout)
+            return list(self._stub.Enqueue(pb.EnqueueRequest(jobs=messages), timeout=self.timeout).jobs)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
-        return [
-            Job(
-                id=e.id,
-                duplicate=e.duplicate,
-                type=m.type,
-                queue=m.queue,
-                priority=m.priority,
-                payload=codec.decode(m.payload, m.content_type),
-                content_type=m.content_type,
-                status="scheduled" if m.delay_ms > 0 or m.run_at_ms > time.time() * 1000 else "ready",
-                attempts=0,
-                created_at=None,
-                updated_at=None,
-                run_at=None,
-            )
-            for e, m in zip(response.jobs, messages, strict=True)
-        ]
 
     def get_job(self, job_id: int) -> Job:
         try:
@@ -188,21 +195,8 @@ class Client:
 
     def job_errors(self, job_id: int) -> list[JobError]:
         """The job's error history, one entry per failed attempt, oldest first."""
-        try:
-            response = self._stub.ListErrors(pb.ListErrorsRequest(id=job_id), timeout=self.timeout)
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from None
-        return [
-            JobError(
-                e.attempt,
-                datetime.fromtimestamp(e.at_ms / 1000, UTC),
-                e.kind,
-                e.message,
-                e.error_type,
-                e.backtrace,
-            )
-            for e in response.errors
-        ]
+        response = self._call(self._stub.ListErrors, pb.ListErrorsRequest(id=job_id))
+        return [error_from_pb(e) for e in response.errors]
 
     # Seeing and steering.
     def _call(self, method: Any, request: Any) -> Any:

@@ -1,0 +1,201 @@
+"""`App` and job functions: the way a Python team declares and enqueues work.
+
+    app = pyqueue.App()
+
+    @app.job(queue="mail", retries=5, timeout=30)
+    def send_email(to: str, subject: str) -> None: ...
+
+    send_email.enqueue("ada@example.com", subject="hi")            # checked against the signature now
+    send_email.options(delay=60, priority=10).enqueue("b@example.com", subject="later")
+    await send_email.enqueue_async("c@example.com", subject="from asyncio")
+
+A job's payload is {"args": [...], "kwargs": {...}} as JSON; arguments that do not fit the
+function's signature, or are not JSON, are refused at enqueue time, not in the worker hours later.
+"""
+
+import asyncio
+import hashlib
+import inspect
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from pyqueue.client import AsyncClient, Client, Job
+from pyqueue.client.client import DEFAULT_PRIORITY, default_address
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Retry(Exception):  # noqa: N818 - it is an instruction, not an error
+    """Raise in a handler to retry the job after `delay` seconds (or at `run_at`), not by the backoff."""
+
+    def __init__(self, delay: float | timedelta | None = None, *, run_at: datetime | None = None,
+                 reason: str = "retry requested") -> None:
+        super().__init__(reason)
+        self.delay = delay.total_seconds() if isinstance(delay, timedelta) else delay
+        self.run_at = run_at
+
+
+class Kill(Exception):  # noqa: N818 - it is an instruction, not an error
+    """Raise in a handler to make the job dead at once, with `reason` in its error history."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Per-call enqueue options (a job function's defaults, changed with `.options(...)`)."""
+
+    queue: str = "default"
+    priority: int = DEFAULT_PRIORITY
+    retries: int | None = None
+    timeout: float | None = None
+    delay: float | timedelta | None = None
+    run_at: datetime | None = None
+    unique: bool | Callable[..., str] = False
+    unique_scope: str = "queued"
+
+    def spec(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
+        spec: dict[str, Any] = {"type": name, "payload": payload, "queue": self.queue, "priority": self.priority,
+                                "max_retries": self.retries, "timeout": self.timeout, "delay": self.delay,
+                                "run_at": self.run_at}
+        if self.unique:
+            if callable(self.unique):
+                key = self.unique(*payload["args"], **payload["kwargs"])
+            else:
+                key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+            spec["unique_key"] = f"{name}:{key}"
+            spec["unique_scope"] = self.unique_scope
+        return spec
+
+
+class JobFunction(Generic[P, R]):
+    """A function turned into a job type. Calling it runs it here and now; `enqueue` queues it."""
+
+    def __init__(self, app: "App", fn: Callable[P, R], name: str, options: Options) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.defaults = options
+        self.signature = inspect.signature(fn)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def payload(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Check the arguments against the signature and JSON now; return the job's payload."""
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.name}: {exc} (checked at enqueue against {self.name}{self.signature})") from None
+        payload = {"args": list(args), "kwargs": kwargs}
+        try:
+            json.dumps(payload)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{self.name}: the arguments must be JSON-serialisable ({exc})") from None
+        return payload
+
+    def options(self, **changes: Any) -> "BoundJob[P, R]":
+        """The same job with other options for the next enqueue: delay, run_at, priority, queue,
+        retries, timeout, unique, unique_scope."""
+        return BoundJob(self, replace(self.defaults, **changes))
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        return BoundJob(self, self.defaults).enqueue(*args, **kwargs)
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        return await BoundJob(self, self.defaults).enqueue_async(*args, **kwargs)
+
+    async def run(self, payload: Any) -> Any:
+        """Run the function on a job's payload (sync functions in a worker thread)."""
+        args = payload.get("args", []) if isinstance(payload, dict) else []
+        kwargs = payload.get("kwargs", {}) if isinstance(payload, dict) else {}
+        if self.is_async:
+            return await self.fn(*args, **kwargs)  # type: ignore[misc]
+        return await asyncio.get_running_loop().run_in_executor(self.app.executor, lambda: self.fn(*args, **kwargs))
+
+
+class BoundJob(Generic[P, R]):
+    def __init__(self, function: JobFunction[P, R], options: Options) -> None:
+        self.function = function
+        self.opts = options
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        f = self.function
+        return f.app.client.enqueue(**self.opts.spec(f.name, f.payload(*args, **kwargs)))
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        f = self.function
+        return await f.app.async_client().enqueue(**self.opts.spec(f.name, f.payload(*args, **kwargs)))
+
+
+class App:
+    """A set of job functions, and the connection used to enqueue them.
+
+    The address comes from the argument, else PYQUEUE_ADDRESS, else 127.0.0.1:7411."""
+
+    def __init__(self, address: str | None = None) -> None:
+        self.address = address or default_address()
+        self.jobs: dict[str, JobFunction[Any, Any]] = {}
+        self.executor: Any = None  # the worker sets its thread pool here
+        self._client: Client | None = None
+        self._async_clients: dict[int, AsyncClient] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> Client:
+        with self._lock:
+            if self._client is None:
+                self._client = Client(self.address)
+            return self._client
+
+    def async_client(self) -> AsyncClient:
+        """One AsyncClient per event loop (grpc.aio channels belong to the loop that made them)."""
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(id(loop))
+        if client is None:
+            client = self._async_clients[id(loop)] = AsyncClient(self.address)
+        return client
+
+    @overload
+    def job(self, fn: Callable[P, R], /) -> JobFunction[P, R]: ...
+
+    @overload
+    def job(self, *, name: str | None = None, queue: str = "default", priority: int = DEFAULT_PRIORITY,
+            retries: int | None = None, timeout: float | None = None, unique: bool | Callable[..., str] = False,
+            unique_scope: str = "queued") -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
+
+    def job(self, fn: Callable[P, R] | None = None, /, *, name: str | None = None, queue: str = "default",
+            priority: int = DEFAULT_PRIORITY, retries: int | None = None, timeout: float | None = None,
+            unique: bool | Callable[..., str] = False, unique_scope: str = "queued") -> Any:
+        """Declare a job type. Its name defaults to the function's import path (module.qualname)."""
+        options = Options(queue=queue, priority=priority, retries=retries, timeout=timeout, unique=unique,
+                          unique_scope=unique_scope)
+
+        def register(f: Callable[P, R]) -> JobFunction[P, R]:
+            job_name = name or f"{f.__module__}.{f.__qualname__}"
+            if job_name in self.jobs:
+                raise ValueError(f"a job named {job_name!r} is already registered")
+            function = JobFunction(self, f, job_name, options)
+            self.jobs[job_name] = function
+            return function
+
+        return register(fn) if fn is not None else register
+
+    @property
+    def queues(self) -> list[str]:
+        return sorted({f.defaults.queue for f in self.jobs.values()})
+
+    def close(self) -> None:
+        """Close the app's connections; the next enqueue opens new ones (to the current address)."""
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+            self._client = None
+            self._async_clients = {}
+

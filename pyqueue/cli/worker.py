@@ -1,0 +1,46 @@
+"""`pyqueue worker MODULE:APP`."""
+
+import importlib
+import logging
+import os
+import sys
+
+import click
+
+
+def load_app(target: str) -> object:
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise click.BadParameter("give MODULE:APP, e.g. myproject.tasks:app", param_hint="APP")
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.BadParameter(f"cannot import {module_name}: {exc}", param_hint="APP") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise click.BadParameter(f"{module_name} has no {attr!r}", param_hint="APP") from None
+
+
+@click.command()
+@click.argument("target", metavar="MODULE:APP")
+@click.option("--queues", default="", help="Comma-separated queues (default: the app's job queues).")
+@click.option("--concurrency", type=int, default=10, show_default=True, help="Jobs run at once.")
+@click.option("--grace", type=float, default=30.0, show_default=True,
+              help="Seconds running jobs get to finish after SIGTERM.")
+@click.option("--log-level", default="info", show_default=True)
+@click.pass_context
+def worker(ctx: click.Context, target: str, queues: str, concurrency: int, grace: float, log_level: str) -> None:
+    """Run the job functions of MODULE:APP on jobs from the server."""
+    from pyqueue.app import App
+    from pyqueue.worker.runtime import WorkerConfig, run_worker
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = load_app(target)
+    if not isinstance(app, App):
+        raise click.BadParameter(f"{target} is not a pyqueue.App", param_hint="APP")
+    if ctx.obj and ctx.obj.get("address_given"):
+        app.address = ctx.obj["address"]
+    config = WorkerConfig(queues=tuple(q for q in queues.split(",") if q), concurrency=concurrency, grace_s=grace)
+    raise SystemExit(run_worker(app, config))

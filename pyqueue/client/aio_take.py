@@ -1,0 +1,167 @@
+"""The worker's end of a Take stream, for asyncio: jobs in, acks/failures/extensions out.
+
+As in the sync stream, outgoing acks and failures are batched without a timer: the writer sends
+the first one waiting together with all that queued meanwhile. `ack` and `fail` return futures
+that resolve when the server has committed them.
+"""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from pyqueue.client.job import STATUS_NAMES, Job
+from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
+from pyqueue.v1 import queue_pb2 as pb
+from pyqueue.v1 import queue_pb2_grpc as pb_grpc
+
+_CLOSE = object()
+
+
+class AsyncTakeStream:
+    def __init__(self, stub: pb_grpc.QueueStub, queues: list[str], prefetch: int, stale_after_s: float = 30.0) -> None:
+        self._outbox: asyncio.Queue[Any] = asyncio.Queue()
+        self._jobs: asyncio.Queue[Job | None] = asyncio.Queue()
+        self._acks: dict[int, asyncio.Future[None]] = {}
+        self._fails: dict[int, asyncio.Future[str]] = {}
+        self._error: PyQueueError | None = None
+        self._closed = False
+        self._stale_after_s = stale_after_s
+        self.last_heard = time.monotonic()
+        subscribe = pb.TakeRequest(subscribe=pb.Subscribe(queues=queues, prefetch=prefetch))
+        self._call = stub.Take(self._requests(subscribe))
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _requests(self, subscribe: pb.TakeRequest) -> AsyncIterator[pb.TakeRequest]:
+        yield subscribe
+        while True:
+            items = [await self._outbox.get()]
+            while not self._outbox.empty():
+                items.append(self._outbox.get_nowait())
+            acks = [i for i in items if isinstance(i, int)]
+            fails = [i for i in items if isinstance(i, pb.Failure)]
+            if acks:
+                yield pb.TakeRequest(ack=pb.Ack(ids=acks))
+            if fails:
+                yield pb.TakeRequest(fail=pb.Fail(failures=fails))
+            for extend in (i for i in items if isinstance(i, pb.Extend)):
+                yield pb.TakeRequest(extend=extend)
+            if any(i is _CLOSE for i in items):
+                return
+
+    async def _read(self) -> None:
+        try:
+            async for response in self._call:
+                self.last_heard = time.monotonic()
+                kind = response.WhichOneof("kind")
+                if kind == "jobs":
+                    for message in response.jobs.jobs:
+                        self._jobs.put_nowait(Job.from_pb(message))
+                elif kind == "ack_result":
+                    for job_id in response.ack_result.acked:
+                        _resolve(self._acks.pop(job_id, None), None)
+                    for r in response.ack_result.rejected:
+                        _reject(self._acks.pop(r.id, None), from_code_name(r.code, r.message))
+                elif kind == "fail_result":
+                    for outcome in response.fail_result.failed:
+                        _resolve(self._fails.pop(outcome.id, None), STATUS_NAMES.get(outcome.status, "unknown"))
+                    for r in response.fail_result.rejected:
+                        _reject(self._fails.pop(r.id, None), from_code_name(r.code, r.message))
+        except grpc.aio.AioRpcError as exc:
+            if not self._closed:
+                self._error = from_rpc_error(exc)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            failure = self._error or Unavailable("the take stream ended")
+            for future in [*self._acks.values(), *self._fails.values()]:
+                _reject(future, failure)
+            self._acks.clear()
+            self._fails.clear()
+            self._jobs.put_nowait(None)
+
+    def _check_open(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise Unavailable("the take stream is closed")
+
+    def ack(self, job_id: int) -> "asyncio.Future[None]":
+        self._check_open()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._acks[job_id] = future
+        self._outbox.put_nowait(job_id)
+        return future
+
+    def fail(self, job_id: int, message: str, *, kill: bool = False, error_type: str = "", backtrace: str = "",
+             retry_at_ms: int = 0) -> "asyncio.Future[str]":
+        self._check_open()
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._fails[job_id] = future
+        self._outbox.put_nowait(pb.Failure(id=job_id, message=message, kill=kill, error_type=error_type,
+                                           backtrace=backtrace, retry_at_ms=retry_at_ms))
+        return future
+
+    def extend(self, job_ids: list[int], extend_ms: int = 0) -> None:
+        self._check_open()
+        self._outbox.put_nowait(pb.Extend(ids=job_ids, extend_ms=extend_ms))
+
+    async def next(self, timeout: float | None = None) -> Job | None:
+        """The next job, or None after `timeout` seconds without one. Raises when the stream died."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
+            try:
+                job = await asyncio.wait_for(self._jobs.get(), wait)
+            except TimeoutError:
+                if time.monotonic() - self.last_heard > self._stale_after_s:
+                    self._error = Unavailable(f"no word from the server for {self._stale_after_s:.0f}s")
+                    self._call.cancel()
+                    raise self._error from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+                continue
+            if job is None:
+                self._jobs.put_nowait(None)
+                if self._error is not None:
+                    raise self._error
+                return None
+            return job
+
+    def __aiter__(self) -> AsyncIterator[Job]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Job]:
+        while (job := await self.next()) is not None:
+            yield job
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Half-close: acks already sent are committed, unacked jobs go back to the queue."""
+        if self._closed:
+            return
+        self._closed = True
+        self._outbox.put_nowait(_CLOSE)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+        except TimeoutError:
+            self._call.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def __aenter__(self) -> "AsyncTakeStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _resolve(future: "asyncio.Future[Any] | None", value: Any) -> None:
+    if future is not None and not future.done():
+        future.set_result(value)
+
+
+def _reject(future: "asyncio.Future[Any] | None", exc: BaseException) -> None:
+    if future is not None and not future.done():
+        future.set_exception(exc)

@@ -1,0 +1,119 @@
+"""Testing helpers: a real embedded server, and `drain` to run an app's jobs in-process.
+
+No mocks: pyqueue is embedded, so tests can afford the real thing.
+
+    from pyqueue.testing import drain, embedded_server
+
+    def test_signup_sends_mail():
+        with embedded_server() as address:
+            app.address = address
+            signup("ada@example.com")            # enqueues send_email
+            result = drain(app)
+            assert [j.type for j in result.ran] == ["myapp.tasks.send_email"]
+
+With pytest, `pytest_plugins = ["pyqueue.testing"]` gives the `pyqueue_server` fixture (an address).
+"""
+
+import asyncio
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyqueue.app import App, Kill, Retry
+from pyqueue.client import Client, Job
+
+_LISTENING = re.compile(r"listening on \S+:(\d+)")
+
+
+@contextlib.contextmanager
+def embedded_server(data_dir: str | os.PathLike[str] | None = None, *args: str,
+                    timeout: float = 30.0) -> Iterator[str]:
+    """Run `pyqueue serve` on a free loopback port (and a temporary data dir); yield its address."""
+    with tempfile.TemporaryDirectory(prefix="pyqueue-test-") as tmp:
+        data = Path(data_dir) if data_dir is not None else Path(tmp) / "data"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pyqueue", "serve", "--data-dir", str(data), "--listen", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        port = _wait_for_port(proc, timeout)
+        try:
+            yield f"127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _wait_for_port(proc: "subprocess.Popen[str]", timeout: float) -> int:
+    found: list[int] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            match = _LISTENING.search(line)
+            if match and not found:
+                found.append(int(match.group(1)))
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not ready.wait(timeout) or not found:
+        proc.kill()
+        raise RuntimeError("the embedded pyqueue server did not start")
+    return found[0]
+
+
+@dataclass
+class DrainResult:
+    ran: list[Job] = field(default_factory=list)
+    failed: list[tuple[Job, BaseException]] = field(default_factory=list)
+
+
+def drain(app: App, queues: list[str] | None = None, *, idle_s: float = 0.2) -> DrainResult:
+    """Run the app's job functions in this process until its queues have no ready job left.
+
+    Failures are reported to the server like a worker would (and returned); jobs scheduled for
+    later (including retries) are not waited for."""
+    names = queues or app.queues or ["default"]
+    result = DrainResult()
+    with Client(app.address) as client, client.take(names, prefetch=1) as stream:
+        while True:
+            job = stream.next(timeout=idle_s)
+            if job is None:
+                if client.count_jobs(queues=names, status="ready") == 0:
+                    return result
+                continue
+            function = app.jobs.get(job.type)
+            try:
+                if function is None:
+                    raise LookupError(f"no job function named {job.type!r}")
+                asyncio.run(function.run(job.payload))
+            except (Exception, Retry, Kill) as exc:
+                result.failed.append((job, exc))
+                job.fail(str(exc) or repr(exc), kill=isinstance(exc, Kill), error_type=type(exc).__qualname__)
+            else:
+                result.ran.append(job)
+                job.ack()
+
+
+try:
+    import pytest
+except ImportError:  # pragma: no cover - pytest is optional
+    pass
+else:
+
+    @pytest.fixture
+    def pyqueue_server() -> Iterator[str]:
+        """The address of a fresh embedded pyqueue server."""
+        with embedded_server() as address:
+            yield address

@@ -1,0 +1,66 @@
+"""The app the worker tests run (imported by `pyqueue worker tests.app.sample_app:app`)."""
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pyqueue
+
+app = pyqueue.App()
+LOG = Path(os.environ.get("SAMPLE_LOG", "/tmp/pyqueue-sample.log"))
+
+
+def record(line: str) -> None:
+    with LOG.open("a") as f:
+        f.write(line + "\n")
+
+
+@app.job(queue="work")
+def add(a: int, b: int) -> int:
+    record(f"add {a + b}")
+    return a + b
+
+
+@app.job(queue="work")
+async def greet(name: str) -> None:
+    await asyncio.sleep(0.01)
+    record(f"greet {name}")
+
+
+@app.job(queue="work")
+def explode(reason: str) -> None:
+    raise ValueError(reason)
+
+
+@app.job(queue="work")
+def kill_me() -> None:
+    raise pyqueue.Kill("not worth retrying")
+
+
+@app.job(queue="work")
+def again_soon() -> None:
+    raise pyqueue.Retry(delay=3600, reason="come back in an hour")
+
+
+@app.job(queue="work", timeout=0.6)
+def slow(seconds: float) -> None:
+    time.sleep(seconds)  # longer than the timeout: the worker must keep extending the lease
+    record(f"slow {seconds}")
+
+
+@app.job(queue="work")
+def linger(seconds: float) -> None:
+    record("linger started")
+    time.sleep(seconds)
+    record("linger done")
+
+
+@app.job(queue="work")
+def noop() -> None:
+    pass
+
+
+@app.job(queue="work")
+async def anoop() -> None:
+    pass

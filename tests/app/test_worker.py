@@ -1,0 +1,181 @@
+"""Job functions and `pyqueue worker` against a real server."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import pyqueue
+from harness import ServerProcess
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+import sample_app  # noqa: E402
+
+
+@pytest.fixture
+def app(server: ServerProcess, tmp_path: Path):  # type: ignore[no-untyped-def]
+    sample_app.app.address = server.address
+    sample_app.LOG = tmp_path / "ran.log"
+    yield sample_app.app
+    sample_app.app.close()
+
+
+def start_worker(server: ServerProcess, log: Path, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYQUEUE_ADDRESS": server.address, "SAMPLE_LOG": str(log)}
+    return subprocess.Popen([sys.executable, "-m", "pyqueue", "worker", "sample_app:app", *args], cwd=HERE, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_lines(log: Path, n: int, timeout: float = 20) -> list[str]:
+    # The worker is another process; its log file is what this test can observe.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = log.read_text().splitlines() if log.exists() else []
+        if len(lines) >= n:
+            return lines
+        time.sleep(0.05)
+    raise AssertionError(f"only {log.read_text() if log.exists() else ''!r} after {timeout}s")
+
+
+def test_names_signatures_and_options(app: pyqueue.App, client: pyqueue.Client) -> None:
+    assert sample_app.add.name == "sample_app.add"
+    with pytest.raises(TypeError, match=r"sample_app.add.*missing a required argument: 'b'"):
+        sample_app.add.enqueue(1)
+    with pytest.raises(TypeError, match="JSON"):
+        sample_app.add.enqueue(1, object())  # type: ignore[arg-type]
+    job = sample_app.add.options(priority=5, delay=600).enqueue(1, b=2)
+    stored = client.get_job(job.id)
+    assert (stored.type, stored.queue, stored.priority, stored.status) == ("sample_app.add", "work", 5, "scheduled")
+    assert stored.payload == {"args": [1], "kwargs": {"b": 2}}
+    assert sample_app.add(2, 3) == 5  # calling the function still runs it here
+
+
+def test_worker_runs_sync_and_async_handlers_and_reports_failures(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    ok = [sample_app.add.enqueue(2, 3), sample_app.greet.enqueue("ada")]
+    boom = sample_app.explode.enqueue("bad input")
+    dead = sample_app.kill_me.enqueue()
+    later = sample_app.again_soon.enqueue()
+    worker = start_worker(server, log, "--concurrency", "4")
+    try:
+        assert sorted(wait_for_lines(log, 2)) == ["add 5", "greet ada"]
+        for job in ok:
+            wait_gone(client, job.id)
+        assert wait_status(client, boom.id, "scheduled")
+        (error,) = client.job_errors(boom.id)
+        assert (error.error_type, error.message) == ("ValueError", "bad input") and "raise ValueError" in error.backtrace
+        assert wait_status(client, dead.id, "dead")
+        assert client.job_errors(dead.id)[0].message == "not worth retrying"
+        assert wait_status(client, later.id, "scheduled")
+        run_at = client.get_job(later.id).run_at
+        assert run_at is not None and run_at.timestamp() > time.time() + 3000
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=30)
+    assert worker.returncode == 0, out
+    assert "worker stopped" in out
+
+
+def test_long_jobs_keep_their_lease(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    job = sample_app.slow.enqueue(1.5)
+    worker = start_worker(server, log)
+    try:
+        assert wait_for_lines(log, 1) == ["slow 1.5"]
+        wait_gone(client, job.id)
+        assert client.count_jobs() == 0
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=30)
+
+
+def test_sigterm_lets_running_jobs_finish(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    job = sample_app.linger.enqueue(1.0)
+    worker = start_worker(server, log, "--grace", "10")
+    assert wait_for_lines(log, 1) == ["linger started"]
+    worker.send_signal(signal.SIGTERM)
+    out, _ = worker.communicate(timeout=30)
+    assert worker.returncode == 0, out
+    assert log.read_text().splitlines() == ["linger started", "linger done"]
+    wait_gone(client, job.id)
+
+
+def test_worker_reconnects_when_the_server_restarts(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    worker = start_worker(server, log)
+    try:
+        sample_app.add.enqueue(1, 1)
+        assert wait_for_lines(log, 1) == ["add 2"]
+        server.stop()
+        server.restart()  # same port
+        with pyqueue.Client(server.address) as fresh:
+            fresh.enqueue("sample_app.add", {"args": [2, 2], "kwargs": {}}, queue="work")
+        assert wait_for_lines(log, 2, timeout=30)[1] == "add 4"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=30)
+    assert "lost the server" in out
+
+
+def test_drain_runs_jobs_in_process(app: pyqueue.App, client: pyqueue.Client) -> None:
+    from pyqueue.testing import drain
+
+    sample_app.add.enqueue(3, 4)
+    sample_app.greet.enqueue("bob")
+    sample_app.explode.enqueue("nope")
+    result = drain(app)
+    assert sorted(j.type for j in result.ran) == ["sample_app.add", "sample_app.greet"]
+    assert [(j.type, str(e)) for j, e in result.failed] == [("sample_app.explode", "nope")]
+    assert sorted(sample_app.LOG.read_text().splitlines()) == ["add 7", "greet bob"]
+
+
+def test_embedded_server_helper() -> None:
+    from pyqueue.testing import embedded_server
+
+    with embedded_server() as address, pyqueue.Client(address) as c:
+        assert c.get_job(c.enqueue("t").id).status == "ready"
+
+
+def test_concurrent_enqueues_are_batched(app: pyqueue.App, client: pyqueue.Client) -> None:
+    import threading
+
+    barrier = threading.Barrier(32)
+
+    def one(i: int) -> None:
+        barrier.wait()
+        sample_app.noop.enqueue()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert client.count_jobs(type="sample_app.noop") == 32
+    assert app.client._batcher is not None and app.client._batcher.calls < 32
+
+
+def wait_status(client: pyqueue.Client, job_id: int, status: str, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if client.get_job(job_id).status == status:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def wait_gone(client: pyqueue.Client, job_id: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            client.get_job(job_id)
+        except pyqueue.NotFound:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} is still there")
