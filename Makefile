@@ -12,7 +12,8 @@ $(BIN)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q maturin grpcio grpcio-health-checking grpcio-reflection protobuf rocksdict click rich uvloop \
-		pytest pytest-timeout pytest-asyncio pytest-benchmark mfusepy ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs hdrhistogram
+		pytest pytest-timeout pytest-asyncio pytest-benchmark mfusepy \
+		"django>=5.2" django-tasks fastapi httpx ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs hdrhistogram
 	touch $@
 
 setup: $(BIN)/.deps
@@ -32,14 +33,14 @@ test-python: build
 	$(BIN)/pytest -q
 
 lint: setup
-	$(BIN)/ruff check pyqueue tests bench scripts
+	$(BIN)/ruff check pyqueue tests bench scripts examples
 	$(BIN)/mypy
 	cargo fmt --all -- --check
 	cargo clippy --all-targets --features python -- -D warnings
 
 fmt: setup
-	$(BIN)/ruff check --fix pyqueue tests bench scripts
-	$(BIN)/ruff format pyqueue tests bench scripts
+	$(BIN)/ruff check --fix pyqueue tests bench scripts examples
+	$(BIN)/ruff format pyqueue tests bench scripts examples
 	cargo fmt --all
 
 proto: setup

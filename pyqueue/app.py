@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from pyqueue.client import AsyncClient, Client, Job
 from pyqueue.client.client import DEFAULT_PRIORITY, default_address
@@ -30,17 +30,22 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Retry(Exception):  # noqa: N818 - it is an instruction, not an error
+class Retry(Exception):
     """Raise in a handler to retry the job after `delay` seconds (or at `run_at`), not by the backoff."""
 
-    def __init__(self, delay: float | timedelta | None = None, *, run_at: datetime | None = None,
-                 reason: str = "retry requested") -> None:
+    def __init__(
+        self,
+        delay: float | timedelta | None = None,
+        *,
+        run_at: datetime | None = None,
+        reason: str = "retry requested",
+    ) -> None:
         super().__init__(reason)
         self.delay = delay.total_seconds() if isinstance(delay, timedelta) else delay
         self.run_at = run_at
 
 
-class Kill(Exception):  # noqa: N818 - it is an instruction, not an error
+class Kill(Exception):
     """Raise in a handler to make the job dead at once, with `reason` in its error history."""
 
 
@@ -58,9 +63,16 @@ class Options:
     unique_scope: str = "queued"
 
     def spec(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
-        spec: dict[str, Any] = {"type": name, "payload": payload, "queue": self.queue, "priority": self.priority,
-                                "max_retries": self.retries, "timeout": self.timeout, "delay": self.delay,
-                                "run_at": self.run_at}
+        spec: dict[str, Any] = {
+            "type": name,
+            "payload": payload,
+            "queue": self.queue,
+            "priority": self.priority,
+            "max_retries": self.retries,
+            "timeout": self.timeout,
+            "delay": self.delay,
+            "run_at": self.run_at,
+        }
         if self.unique:
             if callable(self.unique):
                 key = self.unique(*payload["args"], **payload["kwargs"])
@@ -92,7 +104,9 @@ class JobFunction(Generic[P, R]):
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise TypeError(f"{self.name}: {exc} (checked at enqueue against {self.name}{self.signature})") from None
+            raise TypeError(
+                f"{self.name}: {exc} (checked at enqueue against {self.name}{self.signature})"
+            ) from None
         payload = {"args": list(args), "kwargs": kwargs}
         try:
             json.dumps(payload)
@@ -117,7 +131,9 @@ class JobFunction(Generic[P, R]):
         kwargs = payload.get("kwargs", {}) if isinstance(payload, dict) else {}
         if self.is_async:
             return await self.fn(*args, **kwargs)  # type: ignore[misc]
-        return await asyncio.get_running_loop().run_in_executor(self.app.executor, lambda: self.fn(*args, **kwargs))
+        return await asyncio.get_running_loop().run_in_executor(
+            self.app.executor, lambda: self.fn(*args, **kwargs)
+        )
 
 
 class BoundJob(Generic[P, R]):
@@ -132,6 +148,12 @@ class BoundJob(Generic[P, R]):
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         f = self.function
         return await f.app.async_client().enqueue(**self.opts.spec(f.name, f.payload(*args, **kwargs)))
+
+
+class JobDecorator(Protocol):
+    """What `app.job(...)` with options returns: it keeps the decorated function's signature."""
+
+    def __call__(self, fn: Callable[P, R], /) -> JobFunction[P, R]: ...
 
 
 class App:
@@ -166,18 +188,44 @@ class App:
     def job(self, fn: Callable[P, R], /) -> JobFunction[P, R]: ...
 
     @overload
-    def job(self, *, name: str | None = None, queue: str = "default", priority: int = DEFAULT_PRIORITY,
-            retries: int | None = None, timeout: float | None = None, unique: bool | Callable[..., str] = False,
-            unique_scope: str = "queued") -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
+    def job(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = DEFAULT_PRIORITY,
+        retries: int | None = None,
+        timeout: float | None = None,
+        unique: bool | Callable[..., str] = False,
+        unique_scope: str = "queued",
+    ) -> "JobDecorator": ...
 
-    def job(self, fn: Callable[P, R] | None = None, /, *, name: str | None = None, queue: str = "default",
-            priority: int = DEFAULT_PRIORITY, retries: int | None = None, timeout: float | None = None,
-            unique: bool | Callable[..., str] = False, unique_scope: str = "queued") -> Any:
+    def job(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = DEFAULT_PRIORITY,
+        retries: int | None = None,
+        timeout: float | None = None,
+        unique: bool | Callable[..., str] = False,
+        unique_scope: str = "queued",
+    ) -> Any:
         """Declare a job type. Its name defaults to the function's import path (module.qualname)."""
-        options = Options(queue=queue, priority=priority, retries=retries, timeout=timeout, unique=unique,
-                          unique_scope=unique_scope)
+        options = Options(
+            queue=queue,
+            priority=priority,
+            retries=retries,
+            timeout=timeout,
+            unique=unique,
+            unique_scope=unique_scope,
+        )
 
-        def register(f: Callable[P, R]) -> JobFunction[P, R]:
+        def register(f: Callable[..., Any]) -> JobFunction[Any, Any]:
             job_name = name or f"{f.__module__}.{f.__qualname__}"
             if job_name in self.jobs:
                 raise ValueError(f"a job named {job_name!r} is already registered")
@@ -186,6 +234,10 @@ class App:
             return function
 
         return register(fn) if fn is not None else register
+
+    def resolve(self, name: str) -> "JobFunction[Any, Any] | None":
+        """The job function for a job type (subclasses may find them elsewhere)."""
+        return self.jobs.get(name)
 
     @property
     def queues(self) -> list[str]:
@@ -198,4 +250,3 @@ class App:
                 self._client.close()
             self._client = None
             self._async_clients = {}
-

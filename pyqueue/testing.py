@@ -33,14 +33,27 @@ _LISTENING = re.compile(r"listening on \S+:(\d+)")
 
 
 @contextlib.contextmanager
-def embedded_server(data_dir: str | os.PathLike[str] | None = None, *args: str,
-                    timeout: float = 30.0) -> Iterator[str]:
+def embedded_server(
+    data_dir: str | os.PathLike[str] | None = None, *args: str, timeout: float = 30.0
+) -> Iterator[str]:
     """Run `pyqueue serve` on a free loopback port (and a temporary data dir); yield its address."""
     with tempfile.TemporaryDirectory(prefix="pyqueue-test-") as tmp:
         data = Path(data_dir) if data_dir is not None else Path(tmp) / "data"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pyqueue", "serve", "--data-dir", str(data), "--listen", "127.0.0.1:0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                "-m",
+                "pyqueue",
+                "serve",
+                "--data-dir",
+                str(data),
+                "--listen",
+                "127.0.0.1:0",
+                *args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         port = _wait_for_port(proc, timeout)
         try:
@@ -93,7 +106,7 @@ def drain(app: App, queues: list[str] | None = None, *, idle_s: float = 0.2) -> 
                 if client.count_jobs(queues=names, status="ready") == 0:
                     return result
                 continue
-            function = app.jobs.get(job.type)
+            function = app.resolve(job.type)
             try:
                 if function is None:
                     raise LookupError(f"no job function named {job.type!r}")

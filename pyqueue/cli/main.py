@@ -5,8 +5,8 @@ import click
 from pyqueue.cli.check import check
 from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
-from pyqueue.cli.worker import worker
 from pyqueue.cli.steer import delete, jobs, pause, queues, resume, update
+from pyqueue.cli.worker import worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "PYQUEUE"})

@@ -27,11 +27,18 @@ def load_app(target: str) -> object:
 @click.argument("target", metavar="MODULE:APP")
 @click.option("--queues", default="", help="Comma-separated queues (default: the app's job queues).")
 @click.option("--concurrency", type=int, default=10, show_default=True, help="Jobs run at once.")
-@click.option("--grace", type=float, default=30.0, show_default=True,
-              help="Seconds running jobs get to finish after SIGTERM.")
+@click.option(
+    "--grace",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds running jobs get to finish after SIGTERM.",
+)
 @click.option("--log-level", default="info", show_default=True)
 @click.pass_context
-def worker(ctx: click.Context, target: str, queues: str, concurrency: int, grace: float, log_level: str) -> None:
+def worker(
+    ctx: click.Context, target: str, queues: str, concurrency: int, grace: float, log_level: str
+) -> None:
     """Run the job functions of MODULE:APP on jobs from the server."""
     from pyqueue.app import App
     from pyqueue.worker.runtime import WorkerConfig, run_worker
@@ -42,5 +49,7 @@ def worker(ctx: click.Context, target: str, queues: str, concurrency: int, grace
         raise click.BadParameter(f"{target} is not a pyqueue.App", param_hint="APP")
     if ctx.obj and ctx.obj.get("address_given"):
         app.address = ctx.obj["address"]
-    config = WorkerConfig(queues=tuple(q for q in queues.split(",") if q), concurrency=concurrency, grace_s=grace)
+    config = WorkerConfig(
+        queues=tuple(q for q in queues.split(",") if q), concurrency=concurrency, grace_s=grace
+    )
     raise SystemExit(run_worker(app, config))

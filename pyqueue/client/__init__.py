@@ -7,4 +7,15 @@ from pyqueue.client.job import Job
 from pyqueue.client.steering import UNSET, ChangeResult, QueueInfo, Rejected
 from pyqueue.client.take import TakeStream
 
-__all__ = ["UNSET", "AsyncClient", "AsyncTakeStream", "ChangeResult", "Client", "Job", "JobError", "QueueInfo", "Rejected", "TakeStream"]
+__all__ = [
+    "UNSET",
+    "AsyncClient",
+    "AsyncTakeStream",
+    "ChangeResult",
+    "Client",
+    "Job",
+    "JobError",
+    "QueueInfo",
+    "Rejected",
+    "TakeStream",
+]

@@ -8,7 +8,14 @@ import grpc.aio
 
 from pyqueue.client.aio_take import AsyncTakeStream
 from pyqueue.client.batching import AsyncBatcher
-from pyqueue.client.client import CHANNEL_OPTIONS, JobError, default_address, error_from_pb, jobs_from, new_job_message
+from pyqueue.client.client import (
+    CHANNEL_OPTIONS,
+    JobError,
+    default_address,
+    error_from_pb,
+    jobs_from,
+    new_job_message,
+)
 from pyqueue.client.job import Job
 from pyqueue.client.steering import ChangeResult, QueueInfo, job_changes, job_filter
 from pyqueue.errors import from_code_name, from_rpc_error
@@ -52,12 +59,14 @@ class AsyncClient:
         response = await self._call(self._stub.ListErrors, pb.ListErrorsRequest(id=job_id))
         return [error_from_pb(e) for e in response.errors]
 
-    async def list_jobs(self, *, page_size: int = 100, descending: bool = False,
-                        **filters: Any) -> AsyncIterator[Job]:
+    async def list_jobs(
+        self, *, page_size: int = 100, descending: bool = False, **filters: Any
+    ) -> AsyncIterator[Job]:
         cursor = ""
         while True:
-            request = pb.ListJobsRequest(filter=job_filter(**filters), limit=page_size, descending=descending,
-                                         cursor=cursor)
+            request = pb.ListJobsRequest(
+                filter=job_filter(**filters), limit=page_size, descending=descending, cursor=cursor
+            )
             response = await self._call(self._stub.ListJobs, request)
             for message in response.jobs:
                 yield Job.from_pb(message)
@@ -66,7 +75,9 @@ class AsyncClient:
                 return
 
     async def count_jobs(self, **filters: Any) -> int:
-        return int((await self._call(self._stub.CountJobs, pb.CountJobsRequest(filter=job_filter(**filters)))).count)
+        return int(
+            (await self._call(self._stub.CountJobs, pb.CountJobsRequest(filter=job_filter(**filters)))).count
+        )
 
     async def update_jobs(self, changes: Mapping[str, Any], **filters: Any) -> ChangeResult:
         request = pb.UpdateJobsRequest(filter=job_filter(**filters), changes=job_changes(**changes))
@@ -97,7 +108,7 @@ class AsyncClient:
         return AsyncTakeStream(self._stub, names, prefetch)
 
     async def close(self) -> None:
-        await self._channel.close()
+        await self._channel.close(None)
 
     async def __aenter__(self) -> "AsyncClient":
         return self

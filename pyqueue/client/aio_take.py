@@ -22,7 +22,9 @@ _CLOSE = object()
 
 
 class AsyncTakeStream:
-    def __init__(self, stub: pb_grpc.QueueStub, queues: list[str], prefetch: int, stale_after_s: float = 30.0) -> None:
+    def __init__(
+        self, stub: pb_grpc.QueueStub, queues: list[str], prefetch: int, stale_after_s: float = 30.0
+    ) -> None:
         self._outbox: asyncio.Queue[Any] = asyncio.Queue()
         self._jobs: asyncio.Queue[Job | None] = asyncio.Queue()
         self._acks: dict[int, asyncio.Future[None]] = {}
@@ -32,7 +34,8 @@ class AsyncTakeStream:
         self._stale_after_s = stale_after_s
         self.last_heard = time.monotonic()
         subscribe = pb.TakeRequest(subscribe=pb.Subscribe(queues=queues, prefetch=prefetch))
-        self._call = stub.Take(self._requests(subscribe))
+        # grpc's stubs type only the sync call; the aio stub takes and gives async iterators.
+        self._call: Any = stub.Take(self._requests(subscribe))  # type: ignore[arg-type]
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     async def _requests(self, subscribe: pb.TakeRequest) -> AsyncIterator[pb.TakeRequest]:
@@ -67,7 +70,9 @@ class AsyncTakeStream:
                         _reject(self._acks.pop(r.id, None), from_code_name(r.code, r.message))
                 elif kind == "fail_result":
                     for outcome in response.fail_result.failed:
-                        _resolve(self._fails.pop(outcome.id, None), STATUS_NAMES.get(outcome.status, "unknown"))
+                        _resolve(
+                            self._fails.pop(outcome.id, None), STATUS_NAMES.get(outcome.status, "unknown")
+                        )
                     for r in response.fail_result.rejected:
                         _reject(self._fails.pop(r.id, None), from_code_name(r.code, r.message))
         except grpc.aio.AioRpcError as exc:
@@ -77,7 +82,8 @@ class AsyncTakeStream:
             pass
         finally:
             failure = self._error or Unavailable("the take stream ended")
-            for future in [*self._acks.values(), *self._fails.values()]:
+            pending: list[asyncio.Future[Any]] = [*self._acks.values(), *self._fails.values()]
+            for future in pending:
                 _reject(future, failure)
             self._acks.clear()
             self._fails.clear()
@@ -96,13 +102,29 @@ class AsyncTakeStream:
         self._outbox.put_nowait(job_id)
         return future
 
-    def fail(self, job_id: int, message: str, *, kill: bool = False, error_type: str = "", backtrace: str = "",
-             retry_at_ms: int = 0) -> "asyncio.Future[str]":
+    def fail(
+        self,
+        job_id: int,
+        message: str,
+        *,
+        kill: bool = False,
+        error_type: str = "",
+        backtrace: str = "",
+        retry_at_ms: int = 0,
+    ) -> "asyncio.Future[str]":
         self._check_open()
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._fails[job_id] = future
-        self._outbox.put_nowait(pb.Failure(id=job_id, message=message, kill=kill, error_type=error_type,
-                                           backtrace=backtrace, retry_at_ms=retry_at_ms))
+        self._outbox.put_nowait(
+            pb.Failure(
+                id=job_id,
+                message=message,
+                kill=kill,
+                error_type=error_type,
+                backtrace=backtrace,
+                retry_at_ms=retry_at_ms,
+            )
+        )
         return future
 
     def extend(self, job_ids: list[int], extend_ms: int = 0) -> None:

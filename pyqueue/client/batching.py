@@ -22,7 +22,8 @@ Pending = tuple[list[pb.NewJob], Any]  # the caller's jobs and its future
 
 
 def _take(pending: list[Pending]) -> list[Pending]:
-    batch, size = [], 0
+    batch: list[Pending] = []
+    size = 0
     while pending and (not batch or size + len(pending[0][0]) <= MAX_BATCH):
         item = pending.pop(0)
         batch.append(item)

@@ -10,8 +10,8 @@ from typing import Any
 import grpc
 
 from pyqueue.client import codec
-from pyqueue.client.job import Job
 from pyqueue.client.batching import Batcher
+from pyqueue.client.job import Job
 from pyqueue.client.steering import SCOPES, ChangeResult, QueueInfo, job_changes, job_filter
 from pyqueue.client.take import TakeStream
 from pyqueue.errors import from_code_name, from_rpc_error
@@ -108,17 +108,28 @@ CHANNEL_OPTIONS = [
 
 
 def error_from_pb(e: pb.JobError) -> "JobError":
-    return JobError(e.attempt, datetime.fromtimestamp(e.at_ms / 1000, UTC), e.kind, e.message, e.error_type,
-                    e.backtrace)
+    return JobError(
+        e.attempt, datetime.fromtimestamp(e.at_ms / 1000, UTC), e.kind, e.message, e.error_type, e.backtrace
+    )
 
 
 def jobs_from(messages: list[pb.NewJob], results: list[pb.Enqueued]) -> list[Job]:
     now_ms = time.time() * 1000
     return [
-        Job(id=e.id, type=m.type, queue=m.queue, priority=m.priority,
-            payload=codec.decode(m.payload, m.content_type), content_type=m.content_type,
-            status="scheduled" if m.delay_ms > 0 or m.run_at_ms > now_ms else "ready", attempts=0,
-            created_at=None, updated_at=None, run_at=None, duplicate=e.duplicate)
+        Job(
+            id=e.id,
+            type=m.type,
+            queue=m.queue,
+            priority=m.priority,
+            payload=codec.decode(m.payload, m.content_type),
+            content_type=m.content_type,
+            status="scheduled" if m.delay_ms > 0 or m.run_at_ms > now_ms else "ready",
+            attempts=0,
+            created_at=None,
+            updated_at=None,
+            run_at=None,
+            duplicate=e.duplicate,
+        )
         for e, m in zip(results, messages, strict=True)
     ]
 

@@ -9,6 +9,7 @@
 """
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -45,7 +46,10 @@ class Worker:
     def _on_signal(self) -> None:
         self._signals += 1
         if self._signals == 1:
-            log.info("stopping: finishing running jobs (up to %.0fs); signal again to exit at once", self.config.grace_s)
+            log.info(
+                "stopping: finishing running jobs (up to %.0fs); signal again to exit at once",
+                self.config.grace_s,
+            )
             self.stopping.set()
         else:
             log.warning("exiting at once; the server returns unfinished jobs to the queue")
@@ -57,14 +61,20 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
         self.app.executor = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="pyqueue-job")
-        log.info("worker serving %s with concurrency %d on %s", ",".join(self.queues), self.config.concurrency,
-                 self.app.address)
+        log.info(
+            "worker serving %s with concurrency %d on %s",
+            ",".join(self.queues),
+            self.config.concurrency,
+            self.app.address,
+        )
         delay = 0.1
         while not self.stopping.is_set():
             try:
-                async with AsyncClient(self.app.address) as client:
-                    async with client.take(self.queues, prefetch=self.config.concurrency) as stream:
-                        await self._consume(stream)
+                async with (
+                    AsyncClient(self.app.address) as client,
+                    client.take(self.queues, prefetch=self.config.concurrency) as stream,
+                ):
+                    await self._consume(stream)
                 delay = 0.1
             except PyQueueError as exc:
                 if self.stopping.is_set():
@@ -95,14 +105,16 @@ class Worker:
         finally:
             stop.cancel()
             if running:
-                done, late = await asyncio.wait(running, timeout=self.config.grace_s)
+                _, late = await asyncio.wait(running, timeout=self.config.grace_s)
                 for task in late:
                     task.cancel()
                 if late:
-                    log.warning("%d jobs did not finish within the grace period; the server requeues them", len(late))
+                    log.warning(
+                        "%d jobs did not finish within the grace period; the server requeues them", len(late)
+                    )
 
     async def _run(self, stream: AsyncTakeStream, job: Job) -> None:
-        function = self.app.jobs.get(job.type)
+        function = self.app.resolve(job.type)
         started = time.perf_counter()
         keeper = asyncio.ensure_future(_keep_lease(stream, job)) if job.timeout_ms else None
         try:
@@ -111,15 +123,24 @@ class Worker:
             await function.run(job.payload)
         except Retry as retry:
             at = retry.run_at.timestamp() if retry.run_at else time.time() + (retry.delay or 0)
-            await self._settle(stream.fail(job.id, str(retry), error_type="Retry", retry_at_ms=int(at * 1000)), job)
+            await self._settle(
+                stream.fail(job.id, str(retry), error_type="Retry", retry_at_ms=int(at * 1000)), job
+            )
         except Kill as kill:
             self.failed += 1
             await self._settle(stream.fail(job.id, str(kill), kill=True, error_type="Kill"), job)
         except Exception as exc:
             self.failed += 1
             log.debug("job %d (%s) failed: %r", job.id, job.type, exc)
-            await self._settle(stream.fail(job.id, str(exc) or repr(exc), error_type=type(exc).__qualname__,
-                                           backtrace=traceback.format_exc()), job)
+            await self._settle(
+                stream.fail(
+                    job.id,
+                    str(exc) or repr(exc),
+                    error_type=type(exc).__qualname__,
+                    backtrace=traceback.format_exc(),
+                ),
+                job,
+            )
         else:
             self.ran += 1
             log.debug("job %d (%s) done in %.1f ms", job.id, job.type, (time.perf_counter() - started) * 1000)
@@ -128,8 +149,9 @@ class Worker:
             if keeper is not None:
                 keeper.cancel()
 
-    async def _settle(self, answer: "asyncio.Future[object] | asyncio.Future[None] | asyncio.Future[str]",
-                      job: Job) -> None:
+    async def _settle(
+        self, answer: "asyncio.Future[object] | asyncio.Future[None] | asyncio.Future[str]", job: Job
+    ) -> None:
         try:
             await answer
         except PyQueueError as exc:
@@ -144,10 +166,8 @@ async def _keep_lease(stream: AsyncTakeStream, job: Job) -> None:
 
 
 async def _sleep_unless(event: asyncio.Event, seconds: float) -> None:
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(event.wait(), seconds)
-    except TimeoutError:
-        pass
 
 
 def run_worker(app: App, config: WorkerConfig) -> int:

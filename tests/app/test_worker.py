@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import ServerProcess
 
 import pyqueue
-from harness import ServerProcess
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -28,8 +28,14 @@ def app(server: ServerProcess, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def start_worker(server: ServerProcess, log: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYQUEUE_ADDRESS": server.address, "SAMPLE_LOG": str(log)}
-    return subprocess.Popen([sys.executable, "-m", "pyqueue", "worker", "sample_app:app", *args], cwd=HERE, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pyqueue", "worker", "sample_app:app", *args],
+        cwd=HERE,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def wait_for_lines(log: Path, n: int, timeout: float = 20) -> list[str]:
@@ -51,7 +57,12 @@ def test_names_signatures_and_options(app: pyqueue.App, client: pyqueue.Client) 
         sample_app.add.enqueue(1, object())  # type: ignore[arg-type]
     job = sample_app.add.options(priority=5, delay=600).enqueue(1, b=2)
     stored = client.get_job(job.id)
-    assert (stored.type, stored.queue, stored.priority, stored.status) == ("sample_app.add", "work", 5, "scheduled")
+    assert (stored.type, stored.queue, stored.priority, stored.status) == (
+        "sample_app.add",
+        "work",
+        5,
+        "scheduled",
+    )
     assert stored.payload == {"args": [1], "kwargs": {"b": 2}}
     assert sample_app.add(2, 3) == 5  # calling the function still runs it here
 
@@ -69,7 +80,10 @@ def test_worker_runs_sync_and_async_handlers_and_reports_failures(app, client, s
             wait_gone(client, job.id)
         assert wait_status(client, boom.id, "scheduled")
         (error,) = client.job_errors(boom.id)
-        assert (error.error_type, error.message) == ("ValueError", "bad input") and "raise ValueError" in error.backtrace
+        assert (error.error_type, error.message) == (
+            "ValueError",
+            "bad input",
+        ) and "raise ValueError" in error.backtrace
         assert wait_status(client, dead.id, "dead")
         assert client.job_errors(dead.id)[0].message == "not worth retrying"
         assert wait_status(client, later.id, "scheduled")
