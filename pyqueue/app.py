@@ -161,8 +161,9 @@ class App:
 
     The address comes from the argument, else PYQUEUE_ADDRESS, else 127.0.0.1:7411."""
 
-    def __init__(self, address: str | None = None) -> None:
+    def __init__(self, address: str | None = None, *, batching: bool = True) -> None:
         self.address = address or default_address()
+        self.batching = batching  # concurrent enqueues share calls (see pyqueue/client/batching.py)
         self.jobs: dict[str, JobFunction[Any, Any]] = {}
         self.executor: Any = None  # the worker sets its thread pool here
         self._client: Client | None = None
@@ -173,7 +174,7 @@ class App:
     def client(self) -> Client:
         with self._lock:
             if self._client is None:
-                self._client = Client(self.address)
+                self._client = Client(self.address, batching=self.batching)
             return self._client
 
     def async_client(self) -> AsyncClient:
@@ -181,7 +182,7 @@ class App:
         loop = asyncio.get_running_loop()
         client = self._async_clients.get(id(loop))
         if client is None:
-            client = self._async_clients[id(loop)] = AsyncClient(self.address)
+            client = self._async_clients[id(loop)] = AsyncClient(self.address, batching=self.batching)
         return client
 
     @overload

@@ -1,6 +1,7 @@
 """`Worker`: one Take stream per process; sync handlers in a thread pool, async ones on the loop.
 
-- prefetch = concurrency, so the server never sends more than the worker can start;
+- at most `concurrency` handlers run at once; the stream's prefetch is 4x that, so the next jobs are
+  already here while earlier acks wait for their fsync (as Celery's prefetch multiplier);
 - an exception fails the job with its type, message and traceback; `Retry` and `Kill` do what they
   say; a job with a timeout has its lease extended while it runs;
 - the stream is reopened with backoff when the server goes away (and the worker says so);
@@ -29,6 +30,7 @@ log = logging.getLogger("pyqueue.worker")
 class WorkerConfig:
     queues: tuple[str, ...] = ()  # default: every queue the app's job functions use
     concurrency: int = 10
+    prefetch_multiplier: int = 4
     grace_s: float = 30.0
     reconnect_max_s: float = 10.0
 
@@ -42,6 +44,7 @@ class Worker:
         self.ran = 0
         self.failed = 0
         self._signals = 0
+        self._slots = asyncio.Semaphore(config.concurrency)
 
     def _on_signal(self) -> None:
         self._signals += 1
@@ -72,7 +75,9 @@ class Worker:
             try:
                 async with (
                     AsyncClient(self.app.address) as client,
-                    client.take(self.queues, prefetch=self.config.concurrency) as stream,
+                    client.take(
+                        self.queues, prefetch=self.config.concurrency * self.config.prefetch_multiplier
+                    ) as stream,
                 ):
                     await self._consume(stream)
                 delay = 0.1
@@ -120,7 +125,8 @@ class Worker:
         try:
             if function is None:
                 raise LookupError(f"no job function named {job.type!r} in this worker's app")
-            await function.run(job.payload)
+            async with self._slots:  # bounds running handlers; acks below wait outside it
+                await function.run(job.payload)
         except Retry as retry:
             at = retry.run_at.timestamp() if retry.run_at else time.time() + (retry.delay or 0)
             await self._settle(
