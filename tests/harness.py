@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
@@ -95,3 +96,27 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def wait_status(client, job_id: int, status: str, timeout: float = 20) -> bool:  # type: ignore[no-untyped-def]
+    """Poll a job's status until it is `status` (for effects of another process: a worker, a purge)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if client.get_job(job_id).status == status:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def wait_gone(client, job_id: int, timeout: float = 20) -> bool:  # type: ignore[no-untyped-def]
+    """Poll until the job no longer exists (completed and deleted, or purged)."""
+    import pyqueue
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            client.get_job(job_id)
+        except pyqueue.NotFound:
+            return True
+        time.sleep(0.05)
+    return False

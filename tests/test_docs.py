@@ -9,13 +9,19 @@ import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
-SNIPPETS = [(page.name, i, code) for page in sorted(DOCS.glob("*.md"))
-            for i, code in enumerate(BLOCK.findall(page.read_text())) if "import pyqueue" in code]
+SNIPPETS = [
+    (page.name, i, code)
+    for page in sorted(DOCS.glob("*.md"))
+    for i, code in enumerate(BLOCK.findall(page.read_text()))
+    if "import pyqueue" in code
+]
 
 
 @pytest.mark.parametrize(("page", "index", "code"), SNIPPETS, ids=[f"{p}-{i}" for p, i, _ in SNIPPETS])
 def test_snippet_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
     script = tmp_path / "snippet.py"
     script.write_text(code)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert out.returncode == 0, f"{page} snippet {index}:\n{out.stderr}"

@@ -14,11 +14,10 @@ import grpc
 import grpc.aio
 
 from pyqueue.client.job import STATUS_NAMES, Job
+from pyqueue.client.outbox import CLOSE, messages
 from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
-
-_CLOSE = object()
 
 
 class AsyncTakeStream:
@@ -44,15 +43,10 @@ class AsyncTakeStream:
             items = [await self._outbox.get()]
             while not self._outbox.empty():
                 items.append(self._outbox.get_nowait())
-            acks = [i for i in items if isinstance(i, int)]
-            fails = [i for i in items if isinstance(i, pb.Failure)]
-            if acks:
-                yield pb.TakeRequest(ack=pb.Ack(ids=acks))
-            if fails:
-                yield pb.TakeRequest(fail=pb.Fail(failures=fails))
-            for extend in (i for i in items if isinstance(i, pb.Extend)):
-                yield pb.TakeRequest(extend=extend)
-            if any(i is _CLOSE for i in items):
+            out, closing = messages(items)
+            for message in out:
+                yield message
+            if closing:
                 return
 
     async def _read(self) -> None:
@@ -165,7 +159,7 @@ class AsyncTakeStream:
         if self._closed:
             return
         self._closed = True
-        self._outbox.put_nowait(_CLOSE)
+        self._outbox.put_nowait(CLOSE)
         try:
             await asyncio.wait_for(asyncio.shield(self._reader), timeout)
         except TimeoutError:

@@ -15,11 +15,11 @@ from typing import Any
 import grpc
 
 from pyqueue.client.job import STATUS_NAMES, Job
+from pyqueue.client.outbox import CLOSE, messages
 from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
-_CLOSE = object()
 _END = object()
 
 
@@ -54,15 +54,9 @@ class TakeStream:
                     items.append(self._outbox.get_nowait())
                 except queue.Empty:
                     break
-            acks = [i for i in items if isinstance(i, int)]
-            fails = [i for i in items if isinstance(i, pb.Failure)]
-            if acks:
-                yield pb.TakeRequest(ack=pb.Ack(ids=acks))
-            if fails:
-                yield pb.TakeRequest(fail=pb.Fail(failures=fails))
-            for extend in (i for i in items if isinstance(i, pb.Extend)):
-                yield pb.TakeRequest(extend=extend)
-            if any(i is _CLOSE for i in items):
+            out, closing = messages(items)
+            yield from out
+            if closing:
                 return
 
     def ack(self, job_id: int) -> "Future[None]":
@@ -189,7 +183,7 @@ class TakeStream:
         if self._closed:
             return
         self._closed = True
-        self._outbox.put(_CLOSE)
+        self._outbox.put(CLOSE)
         self._reader.join(timeout)
         if self._reader.is_alive():
             self._call.cancel()  # type: ignore[no-untyped-call]

@@ -81,6 +81,13 @@ class _Transitions(_Request):
         view.save(record, before)
         self.finished.append(record)
 
+    def make_ready(self, view: BatchView, record: JobRecord) -> None:
+        before = indexed(record)
+        record.status = Status.READY
+        record.run_at_ms = record.expires_ms = 0
+        view.save(record, before)
+        self.ready.append(record)
+
     def retry_or_die(
         self,
         view: BatchView,
@@ -386,11 +393,7 @@ class Requeue(_Transitions):
                     )
                     self.finish(view, record, Status.DEAD, self.policy.keep_dead_ms)
                     continue
-            before = indexed(record)
-            record.status = Status.READY
-            record.expires_ms = 0
-            view.save(record, before)
-            self.ready.append(record)
+            self.make_ready(view, record)
         self.result = [r.id for r in self.ready]
 
 
@@ -408,11 +411,7 @@ class Promote(_Transitions):
         for (due_ms, _), record in zip(self.due, records, strict=True):
             if record is None or record.status != Status.SCHEDULED or record.run_at_ms != due_ms:
                 continue  # deleted or rescheduled meanwhile
-            before = indexed(record)
-            record.status = Status.READY
-            record.run_at_ms = 0
-            view.save(record, before)
-            self.ready.append(record)
+            self.make_ready(view, record)
         self.result = [r.id for r in self.ready]
 
     def on_error(self) -> None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import ServerProcess
+from harness import ServerProcess, wait_gone, wait_status
 
 import pyqueue
 
@@ -77,7 +77,7 @@ def test_worker_runs_sync_and_async_handlers_and_reports_failures(app, client, s
     try:
         assert sorted(wait_for_lines(log, 2)) == ["add 5", "greet ada"]
         for job in ok:
-            wait_gone(client, job.id)
+            assert wait_gone(client, job.id)
         assert wait_status(client, boom.id, "scheduled")
         (error,) = client.job_errors(boom.id)
         assert (error.error_type, error.message) == (
@@ -102,7 +102,7 @@ def test_long_jobs_keep_their_lease(app, client, server, tmp_path) -> None:  # t
     worker = start_worker(server, log)
     try:
         assert wait_for_lines(log, 1) == ["slow 1.5"]
-        wait_gone(client, job.id)
+        assert wait_gone(client, job.id)
         assert client.count_jobs() == 0
     finally:
         worker.send_signal(signal.SIGTERM)
@@ -118,7 +118,7 @@ def test_sigterm_lets_running_jobs_finish(app, client, server, tmp_path) -> None
     out, _ = worker.communicate(timeout=30)
     assert worker.returncode == 0, out
     assert log.read_text().splitlines() == ["linger started", "linger done"]
-    wait_gone(client, job.id)
+    assert wait_gone(client, job.id)
 
 
 def test_worker_reconnects_when_the_server_restarts(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -173,23 +173,3 @@ def test_concurrent_enqueues_are_batched(app: pyqueue.App, client: pyqueue.Clien
         t.join(30)
     assert client.count_jobs(type="sample_app.noop") == 32
     assert app.client._batcher is not None and app.client._batcher.calls < 32
-
-
-def wait_status(client: pyqueue.Client, job_id: int, status: str, timeout: float = 20) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if client.get_job(job_id).status == status:
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def wait_gone(client: pyqueue.Client, job_id: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            client.get_job(job_id)
-        except pyqueue.NotFound:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} is still there")

@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from harness import ServerProcess
+from harness import ServerProcess, wait_gone
 
 import pyqueue
 
@@ -194,14 +194,3 @@ def test_retention_keeps_completed_jobs_then_purges_them(tmp_path) -> None:  # t
                 client.job_errors(dead)
     finally:
         server.close()
-
-
-def wait_gone(client: pyqueue.Client, job_id: int, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            client.get_job(job_id)
-        except pyqueue.NotFound:
-            return True
-        time.sleep(0.05)
-    return False
