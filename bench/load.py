@@ -21,12 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import pyqueue
 
 
-def produce(address: str, jobs: int, batch: int, payload_size: int, queue: str) -> None:
+def produce(address: str, jobs: int, batch: int, payload_size: int, queues: list[str]) -> None:
+    """Batches of `batch` jobs, each batch to the next queue in turn (so every shard gets its share)."""
     payload = b"x" * payload_size
     with pyqueue.Client(address) as client:
-        for start in range(0, jobs, batch):
-            n = min(batch, jobs - start)
-            client.enqueue_many([{"type": "bench", "payload": payload, "queue": queue}] * n)
+        for n, start in enumerate(range(0, jobs, batch)):
+            queue = queues[n % len(queues)]
+            client.enqueue_many([{"type": "bench", "payload": payload, "queue": queue}] * min(batch, jobs - start))
 
 
 def consume(address: str, jobs: int, prefetch: int, queues: list[str], done: "mp.Queue[float]") -> None:
@@ -62,7 +63,7 @@ def run(address: str, args: argparse.Namespace) -> dict[str, object]:
     ]
     producers = [
         ctx.Process(
-            target=produce, args=(address, per_producer, args.batch, args.payload, queues[i % len(queues)])
+            target=produce, args=(address, per_producer, args.batch, args.payload, queues[i:] + queues[:i])
         )
         for i in range(args.producers)
     ]
@@ -119,33 +120,40 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=1)
     parser.add_argument("--lister", action="store_true", help="a client lists jobs in a loop beside the load")
     parser.add_argument("--compare-lister", action="store_true", help="run without, then with the lister")
+    parser.add_argument("--shards", default="1", help="shard counts to run, e.g. 1,2,4 (one server each, in one run)")
     args = parser.parse_args()
     if args.address:
         print(json.dumps(run(args.address, args)))
         return
     from harness import ServerProcess
 
+    runs: list[tuple[str, bool, int]]
+    shard_counts = [int(n) for n in args.shards.split(",")]
     if args.compare_lister:
-        runs = [(args.commit_mode, False), (args.commit_mode, True)]
+        runs = [(args.commit_mode, False, shard_counts[0]), (args.commit_mode, True, shard_counts[0])]
     elif args.commit_mode == "both":
-        runs = [("buffered", args.lister), ("fsync", args.lister)]
+        runs = [("buffered", args.lister, shard_counts[0]), ("fsync", args.lister, shard_counts[0])]
     else:
-        runs = [(args.commit_mode, args.lister)]
+        runs = [(args.commit_mode, args.lister, n) for n in shard_counts]
     results = {}
-    for mode, lister in runs:
+    for mode, lister, shards in runs:
         args.commit_mode, args.lister = mode, lister
         with tempfile.TemporaryDirectory() as tmp:
-            server = ServerProcess(Path(tmp) / "data", "--commit-mode", mode)
+            extra = ["--shards", str(shards)] if shards > 1 else []
+            server = ServerProcess(Path(tmp) / "data", "--commit-mode", mode, *extra)
             server.start()
             try:
-                results[f"{mode}{'+lister' if lister else ''}"] = result = run(server.address, args)
+                result = run(server.address, args)
+                result["shards"] = shards
+                results[f"{mode}{'+lister' if lister else ''}{f'/{shards}shards' if shards > 1 else ''}"] = result
                 print(json.dumps(result))
             finally:
                 server.stop()
-    if len(results) == 2:
-        (name_a, a), (name_b, b) = results.items()
-        ratio = b["jobs_per_s"] / a["jobs_per_s"]  # type: ignore[operator]
-        print(json.dumps({f"{name_b}_over_{name_a}": round(ratio, 2)}))
+    if len(results) >= 2:
+        (name_a, a), *others = results.items()
+        for name_b, b in others:
+            ratio = b["jobs_per_s"] / a["jobs_per_s"]  # type: ignore[operator]
+            print(json.dumps({f"{name_b}_over_{name_a}": round(ratio, 2)}))
 
 
 if __name__ == "__main__":

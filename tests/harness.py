@@ -48,7 +48,10 @@ class ServerProcess:
             cwd=self.cwd,
         )
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
-        line = self.wait_for("listening on", timeout)
+        # A supervisor relays its shards' lines too: its own line is the public address.
+        line = self.wait_for(
+            "supervisor: pyqueue listening on" if "--shards" in self.args else "listening on", timeout
+        )
         match = _LISTENING.search(line)
         assert match, line
         self.port = int(match.group(2))

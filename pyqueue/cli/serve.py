@@ -1,6 +1,7 @@
 """`pyqueue serve`."""
 
 import logging
+import sys
 from pathlib import Path
 
 import click
@@ -84,6 +85,16 @@ import click
     show_default=True,
     help="Refuse enqueues while the data directory's disk has less free space than this.",
 )
+@click.option(
+    "--shards",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Shard processes under one supervisor and one address (queues spread by a hash of their name).",
+)
+@click.option("--shard-index", type=int, default=0, hidden=True)
+@click.option("--shard-count", type=int, default=1, hidden=True)
+@click.option("--topology-file", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--log-level", default="info", show_default=True)
 def serve(
     data_dir: Path,
@@ -101,6 +112,10 @@ def serve(
     keep_completed: float,
     keep_dead: float,
     min_free_bytes: int,
+    shards: int,
+    shard_index: int,
+    shard_count: int,
+    topology_file: Path | None,
     log_level: str,
 ) -> None:
     """Run the server on an embedded store in DATA_DIR."""
@@ -110,6 +125,9 @@ def serve(
     from pyqueue.server import serve as run_server
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if shards > 1:
+        _supervise(data_dir, listen, shards, shard_args(sys.argv), worker_timeout_s)
+        return
     limits = Limits(
         max_payload_bytes=max_payload_bytes,
         max_jobs_per_enqueue=max_jobs_per_enqueue,
@@ -125,6 +143,9 @@ def serve(
             worker_timeout_s=worker_timeout_s,
             limits=limits,
             min_free_bytes=min_free_bytes,
+            shard_index=shard_index,
+            shard_count=shard_count,
+            topology_file=topology_file,
             retry=RetryPolicy(
                 max_retries=max_retries,
                 base_s=backoff[0],
@@ -136,3 +157,32 @@ def serve(
             ),
         )
     )
+
+
+_OWN = {"--data-dir", "--listen", "--shards"}
+
+
+def shard_args(argv: list[str]) -> list[str]:
+    """The serve flags every shard gets: all but the supervisor's own."""
+    args = argv[argv.index("serve") + 1 :]
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _OWN:
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def _supervise(data_dir: Path, listen: str, shards: int, args: list[str], worker_timeout_s: float) -> None:
+    import asyncio
+
+    from pyqueue.server import ServerConfig
+    from pyqueue.server.supervisor import supervise
+
+    options = ServerConfig(worker_timeout_s=worker_timeout_s).grpc_options()
+    asyncio.run(supervise(data_dir, listen, shards, args, 10.0, options))

@@ -6,7 +6,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from pyqueue.client.aio_take import AsyncTakeStream
+from pyqueue.client.aio_take import AsyncMultiTakeStream, AsyncTakeStream
 from pyqueue.client.batching import AsyncBatcher
 from pyqueue.client.client import (
     CHANNEL_OPTIONS,
@@ -17,6 +17,7 @@ from pyqueue.client.client import (
     new_job_message,
 )
 from pyqueue.client.job import Job
+from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.steering import ChangeResult, QueueInfo, job_changes, job_filter
 from pyqueue.errors import from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
@@ -31,7 +32,31 @@ class AsyncClient:
         self.timeout = timeout
         self._channel = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         self._stub = pb_grpc.QueueStub(self._channel)
-        self._batcher = AsyncBatcher(self._send_enqueue) if batching else None
+        self._batching = batching
+        self._batchers: dict[int, AsyncBatcher] = {}
+        self._channels: list[grpc.aio.Channel] = []
+        self._routes: Routes[Any] = Routes(self._stub, self._shard_stub)
+
+    def _shard_stub(self, address: str) -> Any:
+        channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channels.append(channel)
+        return pb_grpc.QueueStub(channel)
+
+    async def routes(self) -> "Routes[Any]":
+        """Where calls go: learnt from the server's topology on first use."""
+        if self._routes.topology is None:
+            try:
+                self._routes.learn(await self._stub.GetTopology(pb.TopologyRequest(), timeout=self.timeout))
+            except grpc.aio.AioRpcError as exc:
+                if not unimplemented(exc):
+                    raise from_rpc_error(exc) from None
+                self._routes.learn(None)
+        return self._routes
+
+    def _batcher(self, shard: int) -> AsyncBatcher:
+        if shard not in self._batchers:
+            self._batchers[shard] = AsyncBatcher(lambda messages: self._send_to(shard, messages))
+        return self._batchers[shard]
 
     async def _call(self, method: Any, request: Any) -> Any:
         try:
@@ -39,24 +64,40 @@ class AsyncClient:
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from None
 
-    async def _send_enqueue(self, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
-        return list((await self._call(self._stub.Enqueue, pb.EnqueueRequest(jobs=messages))).jobs)
+    async def _send_to(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
+        stub = (await self.routes()).stub(shard)
+        return list((await self._call(stub.Enqueue, pb.EnqueueRequest(jobs=messages))).jobs)
 
     async def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
         """Enqueue one job (the keyword options of Client.enqueue); concurrent calls share requests."""
         message = [new_job_message({"type": type, "payload": payload, **options})]
-        results = await (self._batcher.submit(message) if self._batcher else self._send_enqueue(message))
+        shard, _ = (await self.routes()).for_queue(message[0].queue)
+        results = await (
+            self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
+        )
         return jobs_from(message, results)[0]
 
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         messages = [new_job_message(j) for j in jobs]
-        return jobs_from(messages, await self._send_enqueue(messages))
+        routes = await self.routes()
+        by_shard: dict[int, list[int]] = {}
+        for i, message in enumerate(messages):
+            by_shard.setdefault(routes.for_queue(message.queue)[0], []).append(i)
+        results: list[pb.Enqueued | None] = [None] * len(messages)
+        for shard, indexes in by_shard.items():
+            for i, result in zip(
+                indexes, await self._send_to(shard, [messages[i] for i in indexes]), strict=True
+            ):
+                results[i] = result
+        return jobs_from(messages, [r for r in results if r is not None])
 
     async def get_job(self, job_id: int) -> Job:
-        return Job.from_pb(await self._call(self._stub.GetJob, pb.GetJobRequest(id=job_id)))
+        stub = (await self.routes()).for_job(job_id)
+        return Job.from_pb(await self._call(stub.GetJob, pb.GetJobRequest(id=job_id)))
 
     async def job_errors(self, job_id: int) -> list[JobError]:
-        response = await self._call(self._stub.ListErrors, pb.ListErrorsRequest(id=job_id))
+        stub = (await self.routes()).for_job(job_id)
+        response = await self._call(stub.ListErrors, pb.ListErrorsRequest(id=job_id))
         return [error_from_pb(e) for e in response.errors]
 
     async def list_jobs(
@@ -102,12 +143,15 @@ class AsyncClient:
     async def resume(self, queue: str) -> QueueInfo:
         return QueueInfo.from_pb(await self._call(self._stub.ResumeQueue, pb.QueueRequest(queue=queue)))
 
-    def take(self, queues: str | Iterable[str] = "default", *, prefetch: int = 1) -> AsyncTakeStream:
-        """Open a Take stream (call from a running event loop); `async with` it and iterate for jobs."""
+    def take(self, queues: str | Iterable[str] = "default", *, prefetch: int = 1) -> "OpenTake":
+        """`async with client.take(...) as stream:` then iterate for jobs. Over queues of several
+        shards it is one stream per shard behind this one (each with this prefetch)."""
         names = [queues] if isinstance(queues, str) else list(queues)
-        return AsyncTakeStream(self._stub, names, prefetch)
+        return OpenTake(self, names, prefetch)
 
     async def close(self) -> None:
+        for channel in self._channels:
+            await channel.close(None)
         await self._channel.close(None)
 
     async def __aenter__(self) -> "AsyncClient":
@@ -115,3 +159,27 @@ class AsyncClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class OpenTake:
+    """Opens the right Take stream(s) on entry (learning the topology needs the event loop)."""
+
+    def __init__(self, client: AsyncClient, queues: list[str], prefetch: int) -> None:
+        self.client = client
+        self.queues = queues
+        self.prefetch = prefetch
+        self.stream: AsyncTakeStream | None = None
+
+    async def __aenter__(self) -> AsyncTakeStream:
+        routes = await self.client.routes()
+        owners = routes.by_shard(self.queues)
+        if len(owners) == 1:
+            ((shard, owned),) = owners.items()
+            self.stream = AsyncTakeStream(routes.stub(shard), owned, self.prefetch)
+        else:
+            self.stream = AsyncMultiTakeStream({s: routes.stub(s) for s in owners}, owners, self.prefetch)
+        return self.stream
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.stream is not None:
+            await self.stream.close()

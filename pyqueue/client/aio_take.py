@@ -15,6 +15,7 @@ import grpc.aio
 
 from pyqueue.client.job import STATUS_NAMES, Job
 from pyqueue.client.outbox import CLOSE, messages
+from pyqueue.cluster import shard_of_job
 from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -22,10 +23,15 @@ from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 class AsyncTakeStream:
     def __init__(
-        self, stub: pb_grpc.QueueStub, queues: list[str], prefetch: int, stale_after_s: float = 30.0
+        self,
+        stub: pb_grpc.QueueStub,
+        queues: list[str],
+        prefetch: int,
+        stale_after_s: float = 30.0,
+        jobs: "asyncio.Queue[Job | None] | None" = None,
     ) -> None:
         self._outbox: asyncio.Queue[Any] = asyncio.Queue()
-        self._jobs: asyncio.Queue[Job | None] = asyncio.Queue()
+        self._jobs: asyncio.Queue[Job | None] = jobs if jobs is not None else asyncio.Queue()
         self._acks: dict[int, asyncio.Future[None]] = {}
         self._fails: dict[int, asyncio.Future[str]] = {}
         self._error: PyQueueError | None = None
@@ -133,19 +139,26 @@ class AsyncTakeStream:
             try:
                 job = await asyncio.wait_for(self._jobs.get(), wait)
             except TimeoutError:
-                if time.monotonic() - self.last_heard > self._stale_after_s:
-                    self._error = Unavailable(f"no word from the server for {self._stale_after_s:.0f}s")
-                    self._call.cancel()
-                    raise self._error from None
+                self._check_alive()
                 if deadline is not None and time.monotonic() >= deadline:
                     return None
                 continue
             if job is None:
                 self._jobs.put_nowait(None)
-                if self._error is not None:
-                    raise self._error
+                failure = self._failure()
+                if failure is not None:
+                    raise failure
                 return None
             return job
+
+    def _check_alive(self) -> None:
+        if time.monotonic() - self.last_heard > self._stale_after_s:
+            self._error = Unavailable(f"no word from the server for {self._stale_after_s:.0f}s")
+            self._call.cancel()
+            raise self._error from None
+
+    def _failure(self) -> PyQueueError | None:
+        return self._error
 
     def __aiter__(self) -> AsyncIterator[Job]:
         return self._iterate()
@@ -181,3 +194,51 @@ def _resolve(future: "asyncio.Future[Any] | None", value: Any) -> None:
 def _reject(future: "asyncio.Future[Any] | None", exc: BaseException) -> None:
     if future is not None and not future.done():
         future.set_exception(exc)
+
+
+class AsyncMultiTakeStream(AsyncTakeStream):
+    """Queues on several shards: one stream per shard, all feeding one queue of jobs (see
+    take.MultiTakeStream); acks go to the shard a job id names."""
+
+    def __init__(
+        self,
+        stubs: dict[int, pb_grpc.QueueStub],
+        queues: dict[int, list[str]],
+        prefetch: int,
+        stale_after_s: float = 30.0,
+    ) -> None:
+        self._jobs = asyncio.Queue()
+        self._closed = False
+        self._by_shard = {
+            shard: AsyncTakeStream(stub, queues[shard], prefetch, stale_after_s, jobs=self._jobs)
+            for shard, stub in stubs.items()
+        }
+        self.streams = list(self._by_shard.values())
+
+    def _owner(self, job_id: int) -> AsyncTakeStream:
+        stream = self._by_shard.get(shard_of_job(job_id))
+        if stream is None:
+            raise Unavailable(f"job {job_id} belongs to a shard this stream does not serve")
+        return stream
+
+    def ack(self, job_id: int) -> "asyncio.Future[None]":
+        return self._owner(job_id).ack(job_id)
+
+    def fail(self, job_id: int, message: str, **options: Any) -> "asyncio.Future[str]":
+        return self._owner(job_id).fail(job_id, message, **options)
+
+    def extend(self, job_ids: list[int], extend_ms: int = 0) -> None:
+        for job_id in job_ids:
+            self._owner(job_id).extend([job_id], extend_ms)
+
+    def _check_alive(self) -> None:
+        for stream in self.streams:
+            stream._check_alive()
+
+    def _failure(self) -> PyQueueError | None:
+        return next((s._error for s in self.streams if s._error is not None), None)
+
+    async def close(self, timeout: float = 5.0) -> None:
+        if not self._closed:
+            self._closed = True
+            await asyncio.gather(*(s.close(timeout) for s in self.streams))

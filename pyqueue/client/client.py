@@ -1,6 +1,7 @@
 """`Client`: enqueue jobs, look them up, and take them as a worker."""
 
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -12,8 +13,9 @@ import grpc
 from pyqueue.client import codec
 from pyqueue.client.batching import Batcher
 from pyqueue.client.job import Job
+from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.steering import SCOPES, ChangeResult, QueueInfo, job_changes, job_filter
-from pyqueue.client.take import TakeStream
+from pyqueue.client.take import MultiTakeStream, TakeStream
 from pyqueue.errors import from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -142,8 +144,42 @@ class Client:
         self.timeout = timeout
         self._channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         self._stub = pb_grpc.QueueStub(self._channel)
-        # Concurrent single enqueues from many threads share calls (see client/batching.py).
-        self._batcher = Batcher(self._send_enqueue) if batching else None
+        self._batching = batching
+        # Concurrent single enqueues from many threads share calls (see client/batching.py), one
+        # batcher per shard so that a combined call never spans shards.
+        self._batchers: dict[int, Batcher] = {}
+        self._channels: list[grpc.Channel] = []
+        self._routes = Routes(self._stub, self._shard_stub)
+        self._lock = threading.Lock()
+
+    def _shard_stub(self, address: str) -> pb_grpc.QueueStub:
+        channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channels.append(channel)
+        return pb_grpc.QueueStub(channel)
+
+    @property
+    def routes(self) -> "Routes[pb_grpc.QueueStub]":
+        """Where calls go: learnt from the server's topology on first use."""
+        with self._lock:
+            if self._routes.topology is None:
+                try:
+                    self._routes.learn(self._stub.GetTopology(pb.TopologyRequest(), timeout=self.timeout))
+                except grpc.RpcError as exc:
+                    if not unimplemented(exc):
+                        raise from_rpc_error(exc) from None
+                    self._routes.learn(None)
+            return self._routes
+
+    @property
+    def enqueue_calls(self) -> int:
+        """Enqueue calls sent on behalf of single enqueues (fewer than the enqueues when batched)."""
+        return sum(b.calls for b in self._batchers.values())
+
+    def _batcher(self, shard: int) -> Batcher:
+        with self._lock:
+            if shard not in self._batchers:
+                self._batchers[shard] = Batcher(lambda messages: self._send_to(shard, messages))
+            return self._batchers[shard]
 
     def enqueue(
         self,
@@ -183,30 +219,34 @@ class Client:
             "unique_scope": unique_scope,
         }
         message = [new_job_message(spec)]
-        results = self._batcher.submit(message) if self._batcher else self._send_enqueue(message)
+        shard, _ = self.routes.for_queue(message[0].queue)
+        results = self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
         return jobs_from(message, results)[0]
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Enqueue many jobs in one call, all or nothing. Each is a mapping with `type` and optionally
-        `payload`, `queue`, `priority` and the keyword options of `enqueue`."""
+        `payload`, `queue`, `priority` and the keyword options of `enqueue`. On a sharded server,
+        jobs for queues of several shards go in one call per shard: all or nothing per shard."""
         messages = [new_job_message(j) for j in jobs]
-        return jobs_from(messages, self._send_enqueue(messages))
+        routes = self.routes
+        by_shard: dict[int, list[int]] = {}
+        for i, message in enumerate(messages):
+            by_shard.setdefault(routes.for_queue(message.queue)[0], []).append(i)
+        results: list[pb.Enqueued | None] = [None] * len(messages)
+        for shard, indexes in by_shard.items():
+            for i, result in zip(indexes, self._send_to(shard, [messages[i] for i in indexes]), strict=True):
+                results[i] = result
+        return jobs_from(messages, [r for r in results if r is not None])
 
-    def _send_enqueue(self, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
-        try:
-            return list(self._stub.Enqueue(pb.EnqueueRequest(jobs=messages), timeout=self.timeout).jobs)
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from None
+    def _send_to(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
+        return list(self._call(self.routes.stub(shard).Enqueue, pb.EnqueueRequest(jobs=messages)).jobs)
 
     def get_job(self, job_id: int) -> Job:
-        try:
-            return Job.from_pb(self._stub.GetJob(pb.GetJobRequest(id=job_id), timeout=self.timeout))
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from None
+        return Job.from_pb(self._call(self.routes.for_job(job_id).GetJob, pb.GetJobRequest(id=job_id)))
 
     def job_errors(self, job_id: int) -> list[JobError]:
         """The job's error history, one entry per failed attempt, oldest first."""
-        response = self._call(self._stub.ListErrors, pb.ListErrorsRequest(id=job_id))
+        response = self._call(self.routes.for_job(job_id).ListErrors, pb.ListErrorsRequest(id=job_id))
         return [error_from_pb(e) for e in response.errors]
 
     # Seeing and steering.
@@ -275,11 +315,19 @@ class Client:
         return QueueInfo.from_pb(self._call(self._stub.ResumeQueue, pb.QueueRequest(queue=queue)))
 
     def take(self, queues: str | Iterable[str] = "default", *, prefetch: int = 1) -> TakeStream:
-        """Open a Take stream; use as a context manager and iterate it for jobs."""
+        """Open a Take stream; use as a context manager and iterate it for jobs. Over queues of
+        several shards it is one stream per shard behind this one (each with this prefetch)."""
         names = [queues] if isinstance(queues, str) else list(queues)
-        return TakeStream(self._stub, names, prefetch)
+        routes = self.routes
+        owners = routes.by_shard(names)
+        if len(owners) == 1:
+            ((shard, owned),) = owners.items()
+            return TakeStream(routes.stub(shard), owned, prefetch)
+        return MultiTakeStream({shard: routes.stub(shard) for shard in owners}, owners, prefetch)
 
     def close(self) -> None:
+        for channel in self._channels:
+            channel.close()
         self._channel.close()
 
     def __enter__(self) -> "Client":

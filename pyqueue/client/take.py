@@ -16,6 +16,7 @@ import grpc
 
 from pyqueue.client.job import STATUS_NAMES, Job
 from pyqueue.client.outbox import CLOSE, messages
+from pyqueue.cluster import shard_of_job
 from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -27,10 +28,15 @@ class TakeStream:
     """Iterate to receive jobs; `job.ack()` / `job.fail()` answer on the same stream."""
 
     def __init__(
-        self, stub: pb_grpc.QueueStub, queues: list[str], prefetch: int, stale_after_s: float = 30.0
+        self,
+        stub: pb_grpc.QueueStub,
+        queues: list[str],
+        prefetch: int,
+        stale_after_s: float = 30.0,
+        jobs: "queue.SimpleQueue[Any] | None" = None,
     ) -> None:
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Any] = jobs if jobs is not None else queue.SimpleQueue()
         self._acks: dict[int, Future[None]] = {}
         self._fails: dict[int, Future[str]] = {}
         self._lock = threading.Lock()
@@ -156,20 +162,27 @@ class TakeStream:
             try:
                 item = self._jobs.get(timeout=wait)
             except queue.Empty:
-                if time.monotonic() - self.last_heard > self._stale_after_s:
-                    self._error = Unavailable(f"no word from the server for {self._stale_after_s:.0f}s")
-                    self._call.cancel()  # type: ignore[no-untyped-call]
-                    raise self._error from None
+                self._check_alive()
                 if deadline is not None and time.monotonic() >= deadline:
                     return None
                 continue
             if item is _END:
                 self._jobs.put(_END)
-                if self._error is not None:
-                    raise self._error
+                failure = self._failure()
+                if failure is not None:
+                    raise failure
                 return None
             job: Job = item
             return job
+
+    def _check_alive(self) -> None:
+        if time.monotonic() - self.last_heard > self._stale_after_s:
+            self._error = Unavailable(f"no word from the server for {self._stale_after_s:.0f}s")
+            self._call.cancel()  # type: ignore[no-untyped-call]
+            raise self._error from None
+
+    def _failure(self) -> PyQueueError | None:
+        return self._error
 
     def __iter__(self) -> Iterator[Job]:
         while True:
@@ -201,3 +214,55 @@ def _status_of(response: pb.TakeResponse, job_id: int) -> int:
         if outcome.id == job_id:
             return outcome.status
     return 0
+
+
+class MultiTakeStream(TakeStream):
+    """Queues on several shards: one stream per shard, all feeding one queue of jobs.
+
+    Each job keeps the stream that delivered it, so `job.ack()` goes back to its own shard. When
+    any one of the streams ends, this one ends (a worker then reconnects them all)."""
+
+    def __init__(
+        self,
+        stubs: dict[int, pb_grpc.QueueStub],
+        queues: dict[int, list[str]],
+        prefetch: int,
+        stale_after_s: float = 30.0,
+    ) -> None:
+        self._jobs = queue.SimpleQueue()
+        self._closed = False
+        self._by_shard = {
+            shard: TakeStream(stub, queues[shard], prefetch, stale_after_s, jobs=self._jobs)
+            for shard, stub in stubs.items()
+        }
+        self.streams = list(self._by_shard.values())
+
+    def _owner(self, job_id: int) -> TakeStream:
+        stream = self._by_shard.get(shard_of_job(job_id))
+        if stream is None:
+            raise Unavailable(f"job {job_id} belongs to a shard this stream does not serve")
+        return stream
+
+    def ack(self, job_id: int) -> "Future[None]":
+        return self._owner(job_id).ack(job_id)
+
+    def fail(self, job_id: int, message: str, **options: Any) -> "Future[str]":
+        return self._owner(job_id).fail(job_id, message, **options)
+
+    def extend(self, job_ids: list[int], extend_ms: int = 0) -> None:
+        for job_id in job_ids:
+            self._owner(job_id).extend([job_id], extend_ms)
+
+    def _check_alive(self) -> None:
+        for stream in self.streams:
+            stream._check_alive()
+
+    def _failure(self) -> PyQueueError | None:
+        return next((s._error for s in self.streams if s._error is not None), None)
+
+    def close(self, timeout: float = 5.0) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for stream in self.streams:
+            stream.close(timeout)

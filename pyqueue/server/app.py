@@ -7,7 +7,11 @@ jobs go back to ready), answer what is in hand, drain the writer, close the stor
 
 import asyncio
 import logging
+import os
 import signal
+import sys
+import threading
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -24,9 +28,41 @@ from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 log = logging.getLogger("pyqueue.server")
 
 
+def _exit_with_supervisor() -> None:
+    """A shard's stdin is its supervisor's pipe: when it closes, the supervisor is gone, and so are we."""
+
+    def watch() -> None:
+        sys.stdin.read()
+        logging.getLogger("pyqueue.server").critical("the supervisor is gone; exiting")
+        logging.shutdown()
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="pyqueue-supervisor-watch").start()
+
+
+async def start_grpc(
+    servicer: pb_grpc.QueueServicer, listen: str, options: list[tuple[str, int]]
+) -> tuple[grpc.aio.Server, Any, str]:
+    """A gRPC server with the Queue service, health and reflection, listening; (server, health, address)."""
+    server = grpc.aio.server(options=options)
+    pb_grpc.add_QueueServicer_to_server(servicer, server)
+    health_service = health.aio.HealthServicer()  # type: ignore[attr-defined]
+    health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
+    names = (pb.DESCRIPTOR.services_by_name["Queue"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise SystemExit(f"cannot listen on {listen}")
+    await server.start()
+    await health_service.set("", health_pb2.HealthCheckResponse.SERVING)
+    return server, health_service, f"{listen.rsplit(':', 1)[0]}:{port}"
+
+
 async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+    if config.shard_count > 1:
+        _exit_with_supervisor()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
@@ -38,29 +74,16 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
             limits=config.limits,
             retry=config.retry,
             min_free_bytes=config.min_free_bytes,
+            shard=config.shard_index,
         ),
     )
     await engine.start()
 
-    server = grpc.aio.server(options=config.grpc_options())
     service = QueueService(engine, config)
-    pb_grpc.add_QueueServicer_to_server(service, server)
-    health_service = health.aio.HealthServicer()  # type: ignore[attr-defined]
-    health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
-    names = (pb.DESCRIPTOR.services_by_name["Queue"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
-    reflection.enable_server_reflection(names, server)
-    port = server.add_insecure_port(config.listen)
-    if port == 0:
-        raise SystemExit(f"cannot listen on {config.listen}")
-    await server.start()
-    await health_service.set("", health_pb2.HealthCheckResponse.SERVING)
-    host = config.listen.rsplit(":", 1)[0]
+    server, health_service, address = await start_grpc(service, config.listen, config.grpc_options())
+    service.address = address
     log.info(
-        "pyqueue listening on %s:%d (data %s, commit mode %s)",
-        host,
-        port,
-        config.data_dir,
-        config.commit_mode,
+        "pyqueue listening on %s (data %s, commit mode %s)", address, config.data_dir, config.commit_mode
     )
 
     await stop.wait()

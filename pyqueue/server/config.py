@@ -20,6 +20,9 @@ class ServerConfig:
     shutdown_grace_s: float = 10.0
     max_message_bytes: int = 64 << 20
     min_free_bytes: int = 128 << 20
+    shard_index: int = 0
+    shard_count: int = 1
+    topology_file: Path | None = None  # written by the supervisor: every shard's address
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 

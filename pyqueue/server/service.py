@@ -1,6 +1,9 @@
 """The Queue servicer: protobuf in, engine calls, protobuf out."""
 
-from pyqueue.engine import Engine, EngineError
+import json
+
+from pyqueue.cluster import Topology, slot_of
+from pyqueue.engine import Engine, EngineError, FailedPrecondition
 from pyqueue.engine.model import NewJob
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import change_response, changes_from_pb, error_to_pb, filter_from_pb, job_to_pb
@@ -15,11 +18,14 @@ class QueueService(pb_grpc.QueueServicer):
         self.engine = engine
         self.config = config
         self.streams: set[TakeStream] = set()
+        self.address = config.listen  # the bound address, set once listening
 
     async def Enqueue(self, request: pb.EnqueueRequest, context: Context) -> pb.EnqueueResponse:
         engine = self.engine
         try:
             engine.check_batch(len(request.jobs))
+            for job in request.jobs:
+                self._check_owner(job.queue)
             jobs = [_new_job(engine, i, j) for i, j in enumerate(request.jobs)]
             ids = await engine.enqueue(jobs)
         except EngineError as exc:
@@ -84,11 +90,34 @@ class QueueService(pb_grpc.QueueServicer):
 
     async def _set_paused(self, queue: str, paused: bool, context: Context) -> pb.QueueInfo:
         try:
+            self._check_owner(queue)
             await self.engine.set_paused(queue, paused)
         except EngineError as exc:
             await abort(context, exc)
         counts = next((c for name, _, c in self.engine.queues() if name == queue), {})
         return pb.QueueInfo(name=queue, paused=paused, counts=counts)
+
+    async def GetTopology(self, request: pb.TopologyRequest, context: Context) -> pb.Topology:
+        return self.topology().to_pb()
+
+    def topology(self) -> Topology:
+        path = self.config.topology_file
+        if self.config.shard_count > 1 and path is not None and path.exists():
+            return Topology(tuple(json.loads(path.read_text())["addresses"]))
+        return Topology((self.address,))
+
+    def _check_owner(self, queue: str) -> None:
+        """Refuse work for a queue another shard owns (a client with a stale slot map)."""
+        if self.config.shard_count == 1:
+            return
+        topology = self.topology()
+        owner = slot_of(queue) % self.config.shard_count
+        if owner != self.config.shard_index:
+            where = topology.addresses[owner] if owner < len(topology.addresses) else "unknown"
+            raise FailedPrecondition(
+                f"queue {queue or 'default'!r} belongs to shard {owner} at {where}; "
+                "send it there (GetTopology gives the slot map)"
+            )
 
     async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:
         try:
@@ -97,7 +126,7 @@ class QueueService(pb_grpc.QueueServicer):
             await abort(context, exc)
 
     async def Take(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
-        stream = TakeStream(self.engine, context, self.config.heartbeat_s)
+        stream = TakeStream(self.engine, context, self.config.heartbeat_s, self._check_owner)
         self.streams.add(stream)
         try:
             await stream.run()

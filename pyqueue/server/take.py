@@ -9,6 +9,7 @@ silent past the keepalive), everything it still holds goes back to ready.
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -22,8 +23,15 @@ from pyqueue.v1 import queue_pb2 as pb
 
 
 class TakeStream:
-    def __init__(self, engine: Engine, context: Context, heartbeat_s: float) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        context: Context,
+        heartbeat_s: float,
+        check_owner: Callable[[str], None] = lambda queue: None,
+    ) -> None:
         self.engine = engine
+        self.check_owner = check_owner
         self.context = context
         self.heartbeat_s = heartbeat_s
         self.consumer: Consumer | None = None
@@ -41,6 +49,8 @@ class TakeStream:
                 grpc.StatusCode.INVALID_ARGUMENT, "the first message on a Take stream must be a subscribe"
             )
         try:
+            for queue in first.subscribe.queues:
+                self.check_owner(queue)
             self.consumer = self.engine.consumer(list(first.subscribe.queues), first.subscribe.prefetch)
         except EngineError as exc:
             await abort(self.context, exc)

@@ -66,6 +66,66 @@ UNIQUE_SCOPE_EXISTS: UniqueScope.ValueType  # 2
 Global___UniqueScope: _TypeAlias = UniqueScope  # noqa: Y015
 
 @_typing.final
+class TopologyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopologyRequest: _TypeAlias = TopologyRequest  # noqa: Y015
+
+@_typing.final
+class Shard(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    address: _builtins.str
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        address: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "index", b"index"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Shard: _TypeAlias = Shard  # noqa: Y015
+
+@_typing.final
+class Topology(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SLOTS_FIELD_NUMBER: _builtins.int
+    SHARDS_FIELD_NUMBER: _builtins.int
+    slots: _builtins.int
+    @_builtins.property
+    def shards(self) -> _containers.RepeatedCompositeFieldContainer[Global___Shard]: ...
+    def __init__(
+        self,
+        *,
+        slots: _builtins.int = ...,
+        shards: _abc.Iterable[Global___Shard] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["shards", b"shards", "slots", b"slots"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Topology: _TypeAlias = Topology  # noqa: Y015
+
+@_typing.final
 class NewJob(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -89,6 +89,11 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.QueueRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
                 _registered_method=True)
+        self.GetTopology = channel.unary_unary(
+                '/pyqueue.v1.Queue/GetTopology',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.TopologyRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.Topology.FromString,
+                _registered_method=True)
 
 
 class QueueServicer:
@@ -172,6 +177,17 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTopology(self, request, context):
+        """Which shard owns which queues, and where each shard listens. A queue's slot is
+        crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
+        8 bits are its shard's index. Clients send each call straight to the owner; the public address
+        forwards (or merges) for clients that do not. A Take stream through the public address over
+        queues of several shards is refused with FAILED_PRECONDITION: open one stream per shard.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -229,6 +245,11 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.ResumeQueue,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.QueueRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.SerializeToString,
+            ),
+            'GetTopology': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTopology,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.TopologyRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.Topology.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -528,6 +549,33 @@ class Queue:
             '/pyqueue.v1.Queue/ResumeQueue',
             pyqueue_dot_v1_dot_queue__pb2.QueueRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTopology(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/GetTopology',
+            pyqueue_dot_v1_dot_queue__pb2.TopologyRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.Topology.FromString,
             options,
             channel_credentials,
             insecure,

@@ -56,6 +56,13 @@ class QueueStub:
     PauseQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]
     """A paused queue takes enqueues but delivers nothing; the state survives restarts."""
     ResumeQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]
+    GetTopology: _grpc.UnaryUnaryMultiCallable[_queue_pb2.TopologyRequest, _queue_pb2.Topology]
+    """Which shard owns which queues, and where each shard listens. A queue's slot is
+    crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
+    8 bits are its shard's index. Clients send each call straight to the owner; the public address
+    forwards (or merges) for clients that do not. A Take stream through the public address over
+    queues of several shards is refused with FAILED_PRECONDITION: open one stream per shard.
+    """
 
 @_typing.type_check_only
 class QueueAsyncStub(QueueStub):
@@ -85,6 +92,13 @@ class QueueAsyncStub(QueueStub):
     PauseQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]  # type: ignore[assignment]
     """A paused queue takes enqueues but delivers nothing; the state survives restarts."""
     ResumeQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]  # type: ignore[assignment]
+    GetTopology: _aio.UnaryUnaryMultiCallable[_queue_pb2.TopologyRequest, _queue_pb2.Topology]  # type: ignore[assignment]
+    """Which shard owns which queues, and where each shard listens. A queue's slot is
+    crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
+    8 bits are its shard's index. Clients send each call straight to the owner; the public address
+    forwards (or merges) for clients that do not. A Take stream through the public address over
+    queues of several shards is refused with FAILED_PRECONDITION: open one stream per shard.
+    """
 
 class QueueServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -177,5 +191,18 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         request: _queue_pb2.QueueRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.QueueInfo, _abc.Awaitable[_queue_pb2.QueueInfo]]: ...
+
+    @_abc_1.abstractmethod
+    def GetTopology(
+        self,
+        request: _queue_pb2.TopologyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.Topology, _abc.Awaitable[_queue_pb2.Topology]]:
+        """Which shard owns which queues, and where each shard listens. A queue's slot is
+        crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
+        8 bits are its shard's index. Clients send each call straight to the owner; the public address
+        forwards (or merges) for clients that do not. A Take stream through the public address over
+        queues of several shards is refused with FAILED_PRECONDITION: open one stream per shard.
+        """
 
 def add_QueueServicer_to_server(servicer: QueueServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

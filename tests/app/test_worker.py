@@ -172,4 +172,4 @@ def test_concurrent_enqueues_are_batched(app: pyqueue.App, client: pyqueue.Clien
     for t in threads:
         t.join(30)
     assert client.count_jobs(type="sample_app.noop") == 32
-    assert app.client._batcher is not None and app.client._batcher.calls < 32
+    assert app.client.enqueue_calls < 32

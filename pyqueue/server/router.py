@@ -1,0 +1,167 @@
+"""The public address of a sharded server: forwards each call to the shard that owns it, and merges
+listings, counts, queue statistics and changes that span shards.
+
+The official client sends hot-path calls (enqueue, get, take, acks) straight to the owning shard;
+the router is for plain gRPC clients (grpcurl) and for calls that span shards. Pages merge by id:
+ids grow with time across shards, so every shard's page after a cursor id, merged and cut, is the
+cluster's page after it.
+"""
+
+import asyncio
+import heapq
+from collections.abc import Sequence
+from typing import Any, cast
+
+import grpc
+import grpc.aio
+
+from pyqueue.cluster import Topology, shard_of_job
+from pyqueue.server.status import EOF, Context
+from pyqueue.v1 import queue_pb2 as pb
+from pyqueue.v1 import queue_pb2_grpc as pb_grpc
+
+
+class Router(pb_grpc.QueueServicer):
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.channels = [grpc.aio.insecure_channel(a) for a in topology.addresses]
+        self.stubs = [pb_grpc.QueueStub(c) for c in self.channels]
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close(None) for c in self.channels))
+
+    # Helpers.
+    async def _forward(self, shard: int, method: str, request: Any, context: Context) -> Any:
+        try:
+            return await getattr(self.stubs[shard], method)(request, timeout=context.time_remaining())
+        except grpc.aio.AioRpcError as exc:
+            await context.abort(exc.code(), exc.details() or "")
+
+    async def _fan_out(self, shards: Sequence[int], method: str, request: Any, context: Context) -> list[Any]:
+        return list(await asyncio.gather(*(self._forward(s, method, request, context) for s in shards)))
+
+    def _job_shard(self, job_id: int) -> int:
+        shard = shard_of_job(job_id)
+        return shard if shard < self.topology.shards else 0
+
+    def _shards_for(self, f: pb.JobFilter) -> list[int]:
+        """The shards a filter can match: the owners of its queues or ids, else all."""
+        if f.queues:
+            return sorted(self.topology.by_shard(f.queues))
+        if f.ids:
+            return sorted({self._job_shard(i) for i in f.ids})
+        return list(range(self.topology.shards))
+
+    # Calls with one owner.
+    async def Enqueue(self, request: pb.EnqueueRequest, context: Context) -> pb.EnqueueResponse:
+        owners = self.topology.by_shard(j.queue for j in request.jobs)
+        if len(owners) > 1:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"the jobs' queues live on {len(owners)} shards and one call is all or nothing "
+                "on one shard: send one call per shard (GetTopology gives the slot map)",
+            )
+        return cast(
+            pb.EnqueueResponse, await self._forward(next(iter(owners), 0), "Enqueue", request, context)
+        )
+
+    async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:
+        return cast(pb.Job, await self._forward(self._job_shard(request.id), "GetJob", request, context))
+
+    async def ListErrors(self, request: pb.ListErrorsRequest, context: Context) -> pb.ListErrorsResponse:
+        return cast(
+            pb.ListErrorsResponse,
+            await self._forward(self._job_shard(request.id), "ListErrors", request, context),
+        )
+
+    async def PauseQueue(self, request: pb.QueueRequest, context: Context) -> pb.QueueInfo:
+        return cast(
+            pb.QueueInfo,
+            await self._forward(self.topology.shard_of_queue(request.queue), "PauseQueue", request, context),
+        )
+
+    async def ResumeQueue(self, request: pb.QueueRequest, context: Context) -> pb.QueueInfo:
+        return cast(
+            pb.QueueInfo,
+            await self._forward(self.topology.shard_of_queue(request.queue), "ResumeQueue", request, context),
+        )
+
+    async def GetTopology(self, request: pb.TopologyRequest, context: Context) -> pb.Topology:
+        return self.topology.to_pb()
+
+    async def Take(self, request_iterator: Any, context: Context) -> None:  # type: ignore[override]
+        first = await context.read()
+        if first is EOF:
+            return
+        owners = (
+            self.topology.by_shard(first.subscribe.queues) if first.WhichOneof("kind") == "subscribe" else {}
+        )
+        if len(owners) > 1:
+            where = "; ".join(
+                f"{', '.join(q)} on {self.topology.addresses[s]}" for s, q in sorted(owners.items())
+            )
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"these queues live on several shards ({where}): open one Take stream per shard",
+            )
+        outgoing: asyncio.Queue[Any] = asyncio.Queue()
+        outgoing.put_nowait(first)
+
+        async def requests() -> Any:
+            while (message := await outgoing.get()) is not None:
+                yield message
+
+        async def pump() -> None:
+            while (message := await context.read()) is not EOF:
+                outgoing.put_nowait(message)
+            outgoing.put_nowait(None)
+
+        call = self.stubs[next(iter(owners), 0)].Take(requests())
+        pumping = asyncio.ensure_future(pump())
+        try:
+            async for response in call:
+                await context.write(response)
+        except grpc.aio.AioRpcError as exc:
+            await context.abort(exc.code(), exc.details() or "")
+        finally:
+            pumping.cancel()
+            call.cancel()
+
+    # Calls that span shards.
+    async def ListJobs(self, request: pb.ListJobsRequest, context: Context) -> pb.ListJobsResponse:
+        pages = await self._fan_out(self._shards_for(request.filter), "ListJobs", request, context)
+        limit = request.limit or 50
+        backwards = request.cursor.startswith("b")
+        key = (lambda j: -j.id) if request.descending else (lambda j: j.id)
+        merged = list(heapq.merge(*(p.jobs for p in pages), key=key))
+        if backwards:  # each page ends next to the cursor: keep the last `limit`
+            more, jobs = len(merged) > limit or any(p.prev_cursor for p in pages), merged[-limit:]
+            next_cursor = f"a{jobs[-1].id}" if jobs else ""
+            prev_cursor = f"b{jobs[0].id}" if jobs and more else ""
+        else:
+            more, jobs = len(merged) > limit or any(p.next_cursor for p in pages), merged[:limit]
+            next_cursor = f"a{jobs[-1].id}" if jobs and more else ""
+            prev_cursor = f"b{jobs[0].id}" if jobs and request.cursor else ""
+        return pb.ListJobsResponse(jobs=jobs, next_cursor=next_cursor, prev_cursor=prev_cursor)
+
+    async def CountJobs(self, request: pb.CountJobsRequest, context: Context) -> pb.CountJobsResponse:
+        counts = await self._fan_out(self._shards_for(request.filter), "CountJobs", request, context)
+        return pb.CountJobsResponse(count=sum(c.count for c in counts))
+
+    async def ListQueues(self, request: pb.ListQueuesRequest, context: Context) -> pb.ListQueuesResponse:
+        answers = await self._fan_out(list(range(self.topology.shards)), "ListQueues", request, context)
+        return pb.ListQueuesResponse(
+            queues=sorted((q for a in answers for q in a.queues), key=lambda q: q.name)
+        )
+
+    async def UpdateJobs(self, request: pb.UpdateJobsRequest, context: Context) -> pb.ChangeResponse:
+        return await self._change("UpdateJobs", request, context)
+
+    async def DeleteJobs(self, request: pb.DeleteJobsRequest, context: Context) -> pb.ChangeResponse:
+        return await self._change("DeleteJobs", request, context)
+
+    async def _change(self, method: str, request: Any, context: Context) -> pb.ChangeResponse:
+        answers = await self._fan_out(self._shards_for(request.filter), method, request, context)
+        return pb.ChangeResponse(
+            changed=[i for a in answers for i in a.changed], rejected=[r for a in answers for r in a.rejected]
+        )

@@ -1,0 +1,153 @@
+"""`pyqueue serve --shards N`: a supervisor, N shard processes, one public address.
+
+Shards are started as fresh interpreters (subprocess, the equivalent of the spawn start method):
+no native state, thread, RocksDB handle or gRPC channel crosses a fork, because there is no fork.
+Each shard owns the slots s with s % N == its index, and its own RocksDB directory under the data
+dir. The shard count of a data dir is fixed when it is created (cluster.json); starting it with
+another count is refused, so no job is ever hidden behind a slot that moved.
+
+A shard that dies is restarted on the same port and recovers its own jobs while the others keep
+serving. A shard exits when its supervisor's pipe closes, so a supervisor that is SIGKILLed leaves
+no orphans. SIGTERM (or SIGINT) stops the public address, then every shard, cleanly.
+"""
+
+import asyncio
+import json
+import logging
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from pyqueue.cluster import SLOTS, Topology
+from pyqueue.server.app import start_grpc
+from pyqueue.server.router import Router
+
+log = logging.getLogger("pyqueue.supervisor")
+_LISTENING = re.compile(r"listening on (\S+:\d+)")
+
+
+class ShardProcess:
+    def __init__(self, index: int, count: int, data_dir: Path, topology_file: Path, args: list[str]) -> None:
+        self.index = index
+        self.count = count
+        self.data_dir = data_dir / f"shard-{index}"
+        self.topology_file = topology_file
+        self.args = args
+        self.address = "127.0.0.1:0"
+        self.proc: subprocess.Popen[str] | None = None
+        self._listening = threading.Event()
+
+    def start(self) -> str:
+        self._listening.clear()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pyqueue",
+                "serve",
+                "--data-dir",
+                str(self.data_dir),
+                "--listen",
+                self.address,
+                "--shard-index",
+                str(self.index),
+                "--shard-count",
+                str(self.count),
+                "--topology-file",
+                str(self.topology_file),
+                *self.args,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        threading.Thread(target=self._relay, args=(self.proc,), daemon=True).start()
+        if not self._listening.wait(60):
+            raise SystemExit(f"shard {self.index} did not start")
+        return self.address
+
+    def _relay(self, proc: "subprocess.Popen[str]") -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            match = _LISTENING.search(line)
+            if match and not self._listening.is_set():
+                self.address = match.group(1)
+                self._listening.set()
+            sys.stderr.write(f"[shard {self.index}] {line}")
+        self._listening.set()
+
+    def stop(self, timeout: float) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def _check_layout(data_dir: Path, shards: int) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    layout = data_dir / "cluster.json"
+    if layout.exists():
+        existing = json.loads(layout.read_text())
+        if existing["shards"] != shards:
+            raise SystemExit(
+                f"{data_dir} holds {existing['shards']} shards; start it with --shards {existing['shards']} "
+                "(changing the shard count of a data dir is not supported: its slots would move away from their jobs)"
+            )
+    elif (data_dir / "CURRENT").exists():
+        raise SystemExit(f"{data_dir} holds a single-process store; start it without --shards")
+    else:
+        layout.write_text(json.dumps({"shards": shards, "slots": SLOTS}))
+
+
+async def supervise(
+    data_dir: Path,
+    listen: str,
+    shards: int,
+    args: list[str],
+    grace_s: float,
+    grpc_options: list[tuple[str, int]],
+) -> None:
+    _check_layout(data_dir, shards)
+    topology_file = data_dir / "topology.json"
+    processes = [ShardProcess(i, shards, data_dir, topology_file, args) for i in range(shards)]
+    loop = asyncio.get_running_loop()
+    addresses = await asyncio.gather(*(loop.run_in_executor(None, p.start) for p in processes))
+    topology_file.write_text(json.dumps({"addresses": list(addresses)}))
+    topology = Topology(tuple(addresses))
+
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    router = Router(topology)
+    server, _, address = await start_grpc(router, listen, grpc_options)
+    log.info("pyqueue listening on %s (%d shards: %s)", address, shards, ", ".join(addresses))
+
+    def watch(process: ShardProcess) -> None:
+        while not stop.is_set():
+            assert process.proc is not None
+            code = process.proc.wait()
+            if stop.is_set():
+                return
+            log.error(
+                "shard %d exited with code %d; restarting it on %s", process.index, code, process.address
+            )
+            process.start()
+            log.info("shard %d is back", process.index)
+
+    for process in processes:
+        threading.Thread(
+            target=watch, args=(process,), daemon=True, name=f"watch-shard-{process.index}"
+        ).start()
+
+    await stop.wait()
+    log.info("shutting down: stopping the public address, then every shard")
+    await server.stop(grace_s)
+    await router.close()
+    await asyncio.gather(*(loop.run_in_executor(None, p.stop, grace_s + 5) for p in processes))
+    log.info("stopped cleanly")

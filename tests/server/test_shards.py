@@ -1,0 +1,150 @@
+"""Queues sharded across server processes, behind one address."""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import defaultdict
+
+import grpc
+import pytest
+from harness import ServerProcess
+
+import pyqueue
+from pyqueue.cluster import Topology, shard_of_job
+from pyqueue.v1 import queue_pb2 as pb
+from pyqueue.v1 import queue_pb2_grpc as pb_grpc
+
+
+@pytest.fixture
+def sharded(tmp_path):  # type: ignore[no-untyped-def]
+    server = ServerProcess(tmp_path / "data", "--shards", "4").start()
+    yield server
+    server.close()
+
+
+def shard_pids(server: ServerProcess) -> list[int]:
+    assert server.proc is not None
+    out = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def test_100_queues_over_4_shards_keep_order_within_each_queue(sharded: ServerProcess) -> None:
+    queues = [f"q{i}" for i in range(100)]
+    with pyqueue.Client(sharded.address) as client:
+        assert client.routes.topology is not None and client.routes.topology.shards == 4
+        expected: dict[str, list[int]] = defaultdict(list)
+        spec = []
+        for n in range(6):
+            for q in queues:
+                spec.append({"type": "t", "queue": q, "priority": 10 if n % 3 == 0 else 20, "payload": n})
+        jobs = client.enqueue_many(spec)
+        assert {shard_of_job(j.id) for j in jobs} == {0, 1, 2, 3}
+        for job in sorted(jobs, key=lambda j: (j.priority, j.id)):
+            expected[job.queue].append(job.id)
+        delivered: dict[str, list[int]] = defaultdict(list)
+        with client.take(queues, prefetch=50) as stream:
+            for _ in range(len(jobs)):
+                job = stream.next(timeout=10)
+                assert job is not None
+                delivered[job.queue].append(job.id)
+                stream.ack(job.id)
+            assert stream.next(timeout=0.3) is None
+        assert delivered == expected
+        assert client.count_jobs() == 0
+
+
+def test_listing_counting_and_queues_merge_across_shards(sharded: ServerProcess) -> None:
+    with pyqueue.Client(sharded.address) as client:
+        ids = [j.id for j in client.enqueue_many([{"type": "t", "queue": f"q{i % 10}"} for i in range(40)])]
+        assert [j.id for j in client.list_jobs(page_size=7)] == sorted(ids)
+        assert [j.id for j in client.list_jobs(page_size=6, descending=True)] == sorted(ids, reverse=True)
+        first, cursor, _ = client.list_page(limit=15)
+        second, _, back = client.list_page(limit=15, cursor=cursor)
+        assert [j.id for j in first + second] == sorted(ids)[:30]
+        assert [j.id for j in client.list_page(limit=15, cursor=back)[0]] == sorted(ids)[:15]
+        assert client.count_jobs() == 40 and client.count_jobs(queue="q3") == 4
+        assert {q.name: q.counts["ready"] for q in client.queues()} == {f"q{i}": 4 for i in range(10)}
+        assert len(client.delete_jobs(queues=["q1", "q2"]).changed) == 8
+        assert client.count_jobs(status="ready") == 32
+
+
+def test_a_plain_grpc_client_uses_the_public_address(sharded: ServerProcess) -> None:
+    channel = grpc.insecure_channel(sharded.address)
+    stub = pb_grpc.QueueStub(channel)
+    topology = Topology.from_pb(stub.GetTopology(pb.TopologyRequest(), timeout=10))
+    far = next(f"queue{i}" for i in range(100) if topology.shard_of_queue(f"queue{i}") == 3)
+    job_id = stub.Enqueue(pb.EnqueueRequest(jobs=[pb.NewJob(type="t", queue=far)]), timeout=10).jobs[0].id
+    assert shard_of_job(job_id) == 3
+    assert stub.GetJob(pb.GetJobRequest(id=job_id), timeout=10).queue == far
+    responses = stub.Take(iter([pb.TakeRequest(subscribe=pb.Subscribe(queues=[far], prefetch=1))]), timeout=10)
+    first = next(r for r in responses if r.WhichOneof("kind") == "jobs")
+    assert first.jobs.jobs[0].id == job_id
+    responses.cancel()
+    near = next(f"queue{i}" for i in range(100) if topology.shard_of_queue(f"queue{i}") == 0)
+    with pytest.raises(grpc.RpcError) as info:
+        next(stub.Take(iter([pb.TakeRequest(subscribe=pb.Subscribe(queues=[far, near], prefetch=1))]), timeout=10))
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "one Take stream per shard" in info.value.details()
+    with pytest.raises(grpc.RpcError) as info:  # a shard refuses a queue it does not own
+        pb_grpc.QueueStub(grpc.insecure_channel(topology.addresses[0])).Enqueue(
+            pb.EnqueueRequest(jobs=[pb.NewJob(type="t", queue=far)]), timeout=10)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "belongs to shard 3" in info.value.details()
+    channel.close()
+
+
+def test_a_killed_shard_is_restarted_and_the_others_keep_serving(sharded: ServerProcess) -> None:
+    with pyqueue.Client(sharded.address) as client:
+        topology = client.routes.topology
+        assert topology is not None
+        by_shard = {s: next(f"q{i}" for i in range(200) if topology.shard_of_queue(f"q{i}") == s) for s in range(4)}
+        victim_queue, other_queue = by_shard[1], by_shard[0]
+        held = [j.id for j in client.enqueue_many([{"type": "t", "queue": victim_queue}] * 3)]
+        stream = client.take(victim_queue, prefetch=3)
+        assert {stream.next(timeout=10).id for _ in range(3)} == set(held)  # type: ignore[union-attr]
+
+        errors: list[Exception] = []
+        served = [0]
+        stop = threading.Event()
+
+        def keep_enqueuing() -> None:
+            with pyqueue.Client(sharded.address) as c:
+                while not stop.is_set():
+                    try:
+                        c.enqueue("t", queue=other_queue)
+                        served[0] += 1
+                    except Exception as exc:
+                        errors.append(exc)
+
+        loader = threading.Thread(target=keep_enqueuing)
+        loader.start()
+        victim = [p for p in shard_pids(sharded) if "shard-1" in open(f"/proc/{p}/cmdline").read()][0]
+        os.kill(victim, signal.SIGKILL)
+        sharded.wait_for("shard 1 exited")
+        sharded.wait_for("shard 1 is back")
+        before = served[0]
+        time.sleep(0.3)  # a moment of load after the restart
+        stop.set()
+        loader.join(10)
+        assert errors == [] and served[0] > before > 0, "the other shards must keep serving"
+        with pyqueue.Client(sharded.address) as fresh, fresh.take(victim_queue, prefetch=3) as again:
+            recovered = {again.next(timeout=10).id for _ in range(3)}  # type: ignore[union-attr]
+        assert recovered == set(held), "the restarted shard recovers its in-flight jobs"
+
+
+def test_changing_the_shard_count_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    server = ServerProcess(tmp_path / "data", "--shards", "2").start()
+    server.stop()
+    again = subprocess.run([*server.command, "serve", "--data-dir", str(tmp_path / "data"), "--shards", "3",
+                            "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "start it with --shards 2" in again.stderr
+
+
+def test_sigterm_stops_every_shard_cleanly(sharded: ServerProcess) -> None:
+    children = shard_pids(sharded)
+    assert len(children) == 4
+    assert sharded.stop() == 0
+    assert sum("stopped cleanly" in line for line in sharded.lines) == 5
+    for pid in children:
+        assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
