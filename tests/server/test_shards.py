@@ -6,6 +6,7 @@ import subprocess
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import grpc
 import pytest
@@ -147,4 +148,5 @@ def test_sigterm_stops_every_shard_cleanly(sharded: ServerProcess) -> None:
     assert sharded.stop() == 0
     assert sum("stopped cleanly" in line for line in sharded.lines) == 5
     for pid in children:
-        assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
+        status = Path(f"/proc/{pid}/status")
+        assert not status.exists() or "zombie" in status.read_text().lower()
