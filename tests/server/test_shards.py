@@ -120,7 +120,7 @@ def test_a_killed_shard_is_restarted_and_the_others_keep_serving(sharded: Server
 
         loader = threading.Thread(target=keep_enqueuing)
         loader.start()
-        victim = [p for p in shard_pids(sharded) if "shard-1" in open(f"/proc/{p}/cmdline").read()][0]
+        victim = next(p for p in shard_pids(sharded) if "shard-1" in Path(f"/proc/{p}/cmdline").read_text())
         os.kill(victim, signal.SIGKILL)
         sharded.wait_for("shard 1 exited")
         sharded.wait_for("shard 1 is back")
