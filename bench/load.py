@@ -27,7 +27,9 @@ def produce(address: str, jobs: int, batch: int, payload_size: int, queues: list
     with pyqueue.Client(address) as client:
         for n, start in enumerate(range(0, jobs, batch)):
             queue = queues[n % len(queues)]
-            client.enqueue_many([{"type": "bench", "payload": payload, "queue": queue}] * min(batch, jobs - start))
+            client.enqueue_many(
+                [{"type": "bench", "payload": payload, "queue": queue}] * min(batch, jobs - start)
+            )
 
 
 def consume(address: str, jobs: int, prefetch: int, queues: list[str], done: "mp.Queue[float]") -> None:
@@ -120,7 +122,9 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=1)
     parser.add_argument("--lister", action="store_true", help="a client lists jobs in a loop beside the load")
     parser.add_argument("--compare-lister", action="store_true", help="run without, then with the lister")
-    parser.add_argument("--shards", default="1", help="shard counts to run, e.g. 1,2,4 (one server each, in one run)")
+    parser.add_argument(
+        "--shards", default="1", help="shard counts to run, e.g. 1,2,4 (one server each, in one run)"
+    )
     args = parser.parse_args()
     if args.address:
         print(json.dumps(run(args.address, args)))
@@ -145,7 +149,9 @@ def main() -> None:
             try:
                 result = run(server.address, args)
                 result["shards"] = shards
-                results[f"{mode}{'+lister' if lister else ''}{f'/{shards}shards' if shards > 1 else ''}"] = result
+                results[f"{mode}{'+lister' if lister else ''}{f'/{shards}shards' if shards > 1 else ''}"] = (
+                    result
+                )
                 print(json.dumps(result))
             finally:
                 server.stop()

@@ -49,6 +49,7 @@ def embedded_server(
                 str(data),
                 "--listen",
                 "127.0.0.1:0",
+                *(() if "--shards" in args else ("--shards", "1")),
                 *args,
             ],
             stdout=subprocess.PIPE,

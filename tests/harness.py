@@ -15,7 +15,8 @@ _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 class ServerProcess:
     def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
-        self.args = list(args)
+        # One process unless a test asks for shards (the product's default is one per CPU).
+        self.args = list(args) if "--shards" in args else ["--shards", "1", *args]
         self.env = env or {}
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
@@ -49,9 +50,12 @@ class ServerProcess:
         )
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
         # A supervisor relays its shards' lines too: its own line is the public address.
-        line = self.wait_for(
-            "supervisor: pyqueue listening on" if "--shards" in self.args else "listening on", timeout
-        )
+        sharded = int(self.args[self.args.index("--shards") + 1]) > 1
+        try:
+            line = self.wait_for("supervisor: pyqueue listening on" if sharded else "listening on", timeout)
+        except AssertionError:
+            self.close()  # never leak a server whose start failed
+            raise
         match = _LISTENING.search(line)
         assert match, line
         self.port = int(match.group(2))

@@ -17,20 +17,24 @@ def check(data_dir: Path) -> None:
     from pyqueue.engine.check import check as run_check
     from pyqueue.store import RocksStore
 
-    try:
-        store = RocksStore(data_dir)
-    except Exception as exc:
-        raise click.ClickException(
-            f"cannot open {data_dir} (is a server still running on it?): {exc}"
-        ) from None
-    try:
-        report = run_check(store)
-    finally:
-        store.close()
-    statuses = ", ".join(f"{n} {s}" for s, n in sorted(report.by_status.items())) or "none"
-    click.echo(f"{report.jobs} jobs ({statuses})")
-    for problem in report.problems:
-        click.echo(f"problem: {problem}", err=True)
-    if not report.ok:
+    stores = sorted(data_dir.glob("shard-*")) if (data_dir / "cluster.json").exists() else [data_dir]
+    ok = True
+    for path in stores:
+        try:
+            store = RocksStore(path)
+        except Exception as exc:
+            raise click.ClickException(
+                f"cannot open {path} (is a server still running on it?): {exc}"
+            ) from None
+        try:
+            report = run_check(store)
+        finally:
+            store.close()
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(report.by_status.items())) or "none"
+        click.echo(f"{path}: {report.jobs} jobs ({statuses})")
+        for problem in report.problems:
+            click.echo(f"problem: {path}: {problem}", err=True)
+        ok = ok and report.ok
+    if not ok:
         raise SystemExit(1)
     click.echo("ok: every record, index entry and rebuilt set agrees")

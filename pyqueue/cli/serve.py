@@ -1,6 +1,8 @@
 """`pyqueue serve`."""
 
+import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -88,8 +90,8 @@ import click
 @click.option(
     "--shards",
     type=int,
-    default=1,
-    show_default=True,
+    default=lambda: os.cpu_count() or 1,
+    show_default="the number of CPUs",
     help="Shard processes under one supervisor and one address (queues spread by a hash of their name).",
 )
 @click.option("--shard-index", type=int, default=0, hidden=True)
@@ -125,9 +127,13 @@ def serve(
     from pyqueue.server import serve as run_server
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if shards > 1:
+    if shards > 1 and shard_count == 1:
         _supervise(data_dir, listen, shards, shard_args(sys.argv), worker_timeout_s)
         return
+    layout = data_dir / "cluster.json"
+    if shard_count == 1 and layout.exists():
+        count = json.loads(layout.read_text())["shards"]
+        raise SystemExit(f"{data_dir} holds {count} shards; start it with --shards {count}")
     limits = Limits(
         max_payload_bytes=max_payload_bytes,
         max_jobs_per_enqueue=max_jobs_per_enqueue,

@@ -10,6 +10,7 @@ from pyqueue.client.aio_take import AsyncMultiTakeStream, AsyncTakeStream
 from pyqueue.client.batching import AsyncBatcher
 from pyqueue.client.client import (
     CHANNEL_OPTIONS,
+    MOVED_CODES,
     JobError,
     default_address,
     error_from_pb,
@@ -62,7 +63,17 @@ class AsyncClient:
         try:
             return await method(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as exc:
+            if exc.code() in MOVED_CODES and self._routes.sharded:
+                await self._forget_routes()
             raise from_rpc_error(exc) from None
+
+    async def _forget_routes(self) -> None:
+        """A shard went away or the map is stale: learn the topology again on the next call."""
+        self._routes.forget()
+        channels, self._channels = self._channels, []
+        self._batchers.clear()
+        for channel in channels:
+            await channel.close(None)
 
     async def _send_to(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
         stub = (await self.routes()).stub(shard)
@@ -171,6 +182,8 @@ class OpenTake:
         self.stream: AsyncTakeStream | None = None
 
     async def __aenter__(self) -> AsyncTakeStream:
+        if self.client._routes.sharded:
+            await self.client._forget_routes()  # a new stream is rare: learn where the shards are now
         routes = await self.client.routes()
         owners = routes.by_shard(self.queues)
         if len(owners) == 1:

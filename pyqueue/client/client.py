@@ -101,6 +101,9 @@ class JobError:
     backtrace: str
 
 
+# A shard that is gone (UNAVAILABLE) or a queue that moved (FAILED_PRECONDITION from a shard).
+MOVED_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION)
+
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 << 20),
     ("grpc.max_send_message_length", 64 << 20),
@@ -254,7 +257,18 @@ class Client:
         try:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as exc:
+            if exc.code() in MOVED_CODES and self._routes.sharded:
+                self._forget_routes()
             raise from_rpc_error(exc) from None
+
+    def _forget_routes(self) -> None:
+        """A shard went away or the map is stale: learn the topology again on the next call."""
+        with self._lock:
+            self._routes.forget()
+            channels, self._channels = self._channels, []
+            self._batchers.clear()
+        for channel in channels:
+            channel.close()
 
     def list_page(
         self, *, cursor: str = "", limit: int = 50, descending: bool = False, **filters: Any
@@ -318,6 +332,8 @@ class Client:
         """Open a Take stream; use as a context manager and iterate it for jobs. Over queues of
         several shards it is one stream per shard behind this one (each with this prefetch)."""
         names = [queues] if isinstance(queues, str) else list(queues)
+        if self._routes.sharded:
+            self._forget_routes()  # a new stream is rare: learn where the shards are now
         routes = self.routes
         owners = routes.by_shard(names)
         if len(owners) == 1:

@@ -30,6 +30,12 @@ class Routes(Generic[Stub]):
         self.topology = topology
         self.stubs = [self._make_stub(a) for a in topology.addresses] if topology.shards > 1 else []
 
+    def forget(self) -> list[Any]:
+        """Drop the slot map (a shard moved or went away): the next call learns it again. Returns the
+        stubs dropped, whose channels the caller closes."""
+        dropped, self.stubs, self.topology = self.stubs, [], None
+        return dropped
+
     @property
     def sharded(self) -> bool:
         return bool(self.stubs)

@@ -41,6 +41,18 @@ class ShardProcess:
         self._listening = threading.Event()
 
     def start(self) -> str:
+        try:
+            return self._start()
+        except SystemExit:
+            if self.address.endswith(":0"):
+                raise
+            log.warning(
+                "shard %d could not listen on %s again; taking any free port", self.index, self.address
+            )
+            self.address = "127.0.0.1:0"
+            return self._start()
+
+    def _start(self) -> str:
         self._listening.clear()
         self.proc = subprocess.Popen(
             [
@@ -66,7 +78,7 @@ class ShardProcess:
             text=True,
         )
         threading.Thread(target=self._relay, args=(self.proc,), daemon=True).start()
-        if not self._listening.wait(60):
+        if not self._listening.wait(60) or self.proc.poll() is not None:
             raise SystemExit(f"shard {self.index} did not start")
         return self.address
 
@@ -100,7 +112,7 @@ def _check_layout(data_dir: Path, shards: int) -> None:
                 "(changing the shard count of a data dir is not supported: its slots would move away from their jobs)"
             )
     elif (data_dir / "CURRENT").exists():
-        raise SystemExit(f"{data_dir} holds a single-process store; start it without --shards")
+        raise SystemExit(f"{data_dir} holds a single-process store; start it with --shards 1")
     else:
         layout.write_text(json.dumps({"shards": shards, "slots": SLOTS}))
 
@@ -116,6 +128,11 @@ async def supervise(
     _check_layout(data_dir, shards)
     topology_file = data_dir / "topology.json"
     processes = [ShardProcess(i, shards, data_dir, topology_file, args) for i in range(shards)]
+    if topology_file.exists():  # the same ports as last time, so clients that knew them still do
+        for process, address in zip(
+            processes, json.loads(topology_file.read_text())["addresses"], strict=False
+        ):
+            process.address = address
     loop = asyncio.get_running_loop()
     addresses = await asyncio.gather(*(loop.run_in_executor(None, p.start) for p in processes))
     topology_file.write_text(json.dumps({"addresses": list(addresses)}))

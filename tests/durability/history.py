@@ -63,9 +63,12 @@ class History:
 class Load:
     """Producers and one worker against `address()` (it changes when the server restarts)."""
 
-    def __init__(self, history: History, address: str, producers: int = 2) -> None:
+    def __init__(
+        self, history: History, address: str, producers: int = 2, queues: tuple[str, ...] = ("default",)
+    ) -> None:
         self.history = history
         self.address = address
+        self.queues = queues
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
         self._next = iter(range(1, 10**9))
@@ -89,7 +92,8 @@ class Load:
                 with self.history.lock:
                     self.history.attempted.update(payloads)
                 try:
-                    client.enqueue_many([{"type": "t", "payload": p} for p in payloads])
+                    queue = self.queues[payloads[0] % len(self.queues)]
+                    client.enqueue_many([{"type": "t", "payload": p, "queue": queue} for p in payloads])
                 except pyqueue.PyQueueError:
                     time.sleep(0.05)  # the server is down; its restart is the test's to do
                     continue
@@ -101,7 +105,7 @@ class Load:
         with pyqueue.Client(self.address, timeout=5) as client:
             while not self.stop_consuming.is_set():
                 try:
-                    with client.take("default", prefetch=32) as stream:
+                    with client.take(list(self.queues), prefetch=32) as stream:
                         while not self.stop_consuming.is_set():
                             job = stream.next(timeout=0.2)
                             if job is None:

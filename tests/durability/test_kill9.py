@@ -17,11 +17,13 @@ CYCLES = int(os.environ.get("PYQUEUE_CRASH_CYCLES", "10"))
 
 
 @pytest.mark.timeout(120 + 20 * CYCLES)
-def test_kill9_cycles_lose_nothing_acknowledged(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("shards", [1, 2])
+def test_kill9_cycles_lose_nothing_acknowledged(tmp_path, shards: int) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(int(os.environ.get("PYQUEUE_CRASH_SEED", "7")))
-    server = ServerProcess(tmp_path / "data").start()
+    server = ServerProcess(tmp_path / "data", "--shards", str(shards)).start()
     history = History()
-    load = Load(history, server.address)
+    # With shards, the queues spread over them; the supervisor's SIGKILL takes its shards down too.
+    load = Load(history, server.address, queues=tuple(f"q{i}" for i in range(4)))
     load.start()
     try:
         for _ in range(CYCLES):
@@ -31,7 +33,7 @@ def test_kill9_cycles_lose_nothing_acknowledged(tmp_path) -> None:  # type: igno
             server.restart()
         load.drain()
         verdict = history.verdict()
-        print(f"\nkill -9 cycles: {CYCLES}, history: {verdict}")
+        print(f"\nkill -9 cycles: {CYCLES}, shards: {shards}, history: {verdict}")
         assert verdict["acknowledged"] > 100, verdict
         assert verdict["lost"] == 0, verdict
         assert verdict["unexpected"] == 0, verdict

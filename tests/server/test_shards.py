@@ -79,19 +79,29 @@ def test_a_plain_grpc_client_uses_the_public_address(sharded: ServerProcess) -> 
     job_id = stub.Enqueue(pb.EnqueueRequest(jobs=[pb.NewJob(type="t", queue=far)]), timeout=10).jobs[0].id
     assert shard_of_job(job_id) == 3
     assert stub.GetJob(pb.GetJobRequest(id=job_id), timeout=10).queue == far
-    responses = stub.Take(iter([pb.TakeRequest(subscribe=pb.Subscribe(queues=[far], prefetch=1))]), timeout=10)
+    responses = stub.Take(
+        iter([pb.TakeRequest(subscribe=pb.Subscribe(queues=[far], prefetch=1))]), timeout=10
+    )
     first = next(r for r in responses if r.WhichOneof("kind") == "jobs")
     assert first.jobs.jobs[0].id == job_id
     responses.cancel()
     near = next(f"queue{i}" for i in range(100) if topology.shard_of_queue(f"queue{i}") == 0)
     with pytest.raises(grpc.RpcError) as info:
-        next(stub.Take(iter([pb.TakeRequest(subscribe=pb.Subscribe(queues=[far, near], prefetch=1))]), timeout=10))
+        next(
+            stub.Take(
+                iter([pb.TakeRequest(subscribe=pb.Subscribe(queues=[far, near], prefetch=1))]), timeout=10
+            )
+        )
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "one Take stream per shard" in info.value.details()
     with pytest.raises(grpc.RpcError) as info:  # a shard refuses a queue it does not own
         pb_grpc.QueueStub(grpc.insecure_channel(topology.addresses[0])).Enqueue(
-            pb.EnqueueRequest(jobs=[pb.NewJob(type="t", queue=far)]), timeout=10)
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "belongs to shard 3" in info.value.details()
+            pb.EnqueueRequest(jobs=[pb.NewJob(type="t", queue=far)]), timeout=10
+        )
+    assert (
+        info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        and "belongs to shard 3" in info.value.details()
+    )
     channel.close()
 
 
@@ -99,7 +109,9 @@ def test_a_killed_shard_is_restarted_and_the_others_keep_serving(sharded: Server
     with pyqueue.Client(sharded.address) as client:
         topology = client.routes.topology
         assert topology is not None
-        by_shard = {s: next(f"q{i}" for i in range(200) if topology.shard_of_queue(f"q{i}") == s) for s in range(4)}
+        by_shard = {
+            s: next(f"q{i}" for i in range(200) if topology.shard_of_queue(f"q{i}") == s) for s in range(4)
+        }
         victim_queue, other_queue = by_shard[1], by_shard[0]
         held = [j.id for j in client.enqueue_many([{"type": "t", "queue": victim_queue}] * 3)]
         stream = client.take(victim_queue, prefetch=3)
@@ -137,8 +149,21 @@ def test_a_killed_shard_is_restarted_and_the_others_keep_serving(sharded: Server
 def test_changing_the_shard_count_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
     server = ServerProcess(tmp_path / "data", "--shards", "2").start()
     server.stop()
-    again = subprocess.run([*server.command, "serve", "--data-dir", str(tmp_path / "data"), "--shards", "3",
-                            "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [
+            *server.command,
+            "serve",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--shards",
+            "3",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode != 0 and "start it with --shards 2" in again.stderr
 
 
