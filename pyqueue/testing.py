@@ -30,6 +30,7 @@ from pyqueue.app import App, Kill, Retry
 from pyqueue.client import Client, Job
 
 _LISTENING = re.compile(r"listening on \S+:(\d+)")
+_PUBLIC = re.compile(r"supervisor: pyqueue listening on \S+:(\d+)")
 
 
 @contextlib.contextmanager
@@ -56,7 +57,8 @@ def embedded_server(
             stderr=subprocess.STDOUT,
             text=True,
         )
-        port = _wait_for_port(proc, timeout)
+        sharded = "--shards" in args and int(args[list(args).index("--shards") + 1]) > 1
+        port = _wait_for_port(proc, timeout, _PUBLIC if sharded else _LISTENING)
         try:
             yield f"127.0.0.1:{port}"
         finally:
@@ -67,14 +69,15 @@ def embedded_server(
                 proc.kill()
 
 
-def _wait_for_port(proc: "subprocess.Popen[str]", timeout: float) -> int:
+def _wait_for_port(proc: "subprocess.Popen[str]", timeout: float, pattern: "re.Pattern[str]") -> int:
+    """The port from the first line matching `pattern` (a supervisor's own line: its shards' come first)."""
     found: list[int] = []
     ready = threading.Event()
 
     def read() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            match = _LISTENING.search(line)
+            match = pattern.search(line)
             if match and not found:
                 found.append(int(match.group(1)))
                 ready.set()

@@ -2,6 +2,8 @@
 
 import json
 
+import grpc
+
 from pyqueue.cluster import Topology, slot_of
 from pyqueue.engine import Engine, EngineError, FailedPrecondition
 from pyqueue.engine.model import NewJob
@@ -98,13 +100,23 @@ class QueueService(pb_grpc.QueueServicer):
         return pb.QueueInfo(name=queue, paused=paused, counts=counts)
 
     async def GetTopology(self, request: pb.TopologyRequest, context: Context) -> pb.Topology:
-        return self.topology().to_pb()
+        topology = self.topology()
+        if topology is None:
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                "this shard's supervisor has not published the topology yet; retry, or ask the "
+                "public address",
+            )
+        return topology.to_pb()
 
-    def topology(self) -> Topology:
+    def topology(self) -> Topology | None:
+        """Every shard's address; a lone server is its own topology. None until the supervisor wrote it."""
+        if self.config.shard_count == 1:
+            return Topology((self.address,))
         path = self.config.topology_file
-        if self.config.shard_count > 1 and path is not None and path.exists():
-            return Topology(tuple(json.loads(path.read_text())["addresses"]))
-        return Topology((self.address,))
+        if path is None or not path.exists():
+            return None
+        return Topology(tuple(json.loads(path.read_text())["addresses"]))
 
     def _check_owner(self, queue: str) -> None:
         """Refuse work for a queue another shard owns (a client with a stale slot map)."""
@@ -113,7 +125,7 @@ class QueueService(pb_grpc.QueueServicer):
         topology = self.topology()
         owner = slot_of(queue) % self.config.shard_count
         if owner != self.config.shard_index:
-            where = topology.addresses[owner] if owner < len(topology.addresses) else "unknown"
+            where = topology.addresses[owner] if topology and owner < len(topology.addresses) else "unknown"
             raise FailedPrecondition(
                 f"queue {queue or 'default'!r} belongs to shard {owner} at {where}; "
                 "send it there (GetTopology gives the slot map)"
