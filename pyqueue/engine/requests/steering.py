@@ -1,0 +1,118 @@
+"""Changes made by people: update, delete, pause and resume."""
+
+from collections.abc import Sequence
+
+from pyqueue.engine import recovery
+from pyqueue.engine.memory import Memory
+from pyqueue.engine.model import Changes, Outcome, Rejection
+from pyqueue.engine.requests.base import Request, Transitions
+from pyqueue.engine.view import BatchView, indexed
+from pyqueue.store import keys
+from pyqueue.store.contract import Family
+from pyqueue.store.records import Status
+
+
+class UpdateJobs(Transitions):
+    """Change jobs that wait. The in-memory sets follow: a moved or re-prioritised job leaves its
+    old ready key (a claim that already took it finds the record changed and lets it go) and is
+    queued under its new one."""
+
+    def __init__(self, job_ids: Sequence[int], changes: Changes, memory: Memory) -> None:
+        super().__init__(memory)
+        self.job_ids = job_ids
+        self.changes = changes
+        self.unready: list[tuple[str, int, int]] = []
+
+    def apply(self, view: BatchView) -> None:
+        c = self.changes
+        outcome = Outcome(done=[], rejected=[])
+        for job_id, record in zip(self.job_ids, view.records(self.job_ids), strict=True):
+            if record is None:
+                outcome.rejected.append(Rejection(job_id, "NOT_FOUND", f"job {job_id} does not exist"))
+                continue
+            if record.status not in (Status.SCHEDULED, Status.READY):
+                outcome.rejected.append(
+                    Rejection(
+                        job_id,
+                        "FAILED_PRECONDITION",
+                        f"job {job_id} is {record.status.label}; only scheduled or ready jobs can be changed",
+                    )
+                )
+                continue
+            before = indexed(record)
+            if record.status == Status.READY:
+                self.unready.append((record.queue, record.priority, job_id))
+            if c.queue is not None:
+                record.queue = c.queue
+            if c.priority is not None:
+                record.priority = c.priority
+            if c.max_retries is not None:
+                record.max_retries = c.max_retries
+            if c.options is not None:
+                record.options = c.options
+            if c.content_type is not None:
+                record.content_type = c.content_type
+            if c.clear_run_at or (c.run_at_ms is not None and c.run_at_ms <= view.now_ms):
+                record.status, record.run_at_ms = Status.READY, 0
+            elif c.run_at_ms is not None:
+                record.status, record.run_at_ms = Status.SCHEDULED, c.run_at_ms
+            view.save(record, before)
+            if c.payload is not None:
+                view.set_payload(job_id, c.payload)
+            (self.ready if record.status == Status.READY else self.scheduled).append(record)
+            outcome.done.append((job_id, record.status))
+        self.result = outcome
+
+    def on_commit(self) -> None:
+        for queue, priority, job_id in self.unready:
+            self.memory.ready.remove(queue, priority, job_id)
+        super().on_commit()
+
+
+class DeleteJobs(Request):
+    """Delete jobs in any status. One in flight is not delivered again, and its ack is refused."""
+
+    def __init__(self, job_ids: Sequence[int], memory: Memory) -> None:
+        super().__init__()
+        self.job_ids = job_ids
+        self.memory = memory
+        self.unready: list[tuple[str, int, int]] = []
+
+    def apply(self, view: BatchView) -> None:
+        outcome = Outcome(done=[], rejected=[])
+        for job_id, record in zip(self.job_ids, view.records(self.job_ids), strict=True):
+            if record is None:
+                outcome.rejected.append(Rejection(job_id, "NOT_FOUND", f"job {job_id} does not exist"))
+                continue
+            if record.status == Status.READY:
+                self.unready.append((record.queue, record.priority, job_id))
+            view.delete(record)
+            outcome.done.append((job_id, record.status))
+        self.result = outcome
+
+    def on_commit(self) -> None:
+        # The timer sets keep stale keys; the scheduler, reaper and purger find no record and skip.
+        for queue, priority, job_id in self.unready:
+            self.memory.ready.remove(queue, priority, job_id)
+
+
+class PauseQueue(Request):
+    """Pause or resume a queue: persisted, then applied to its lane (and announced on resume)."""
+
+    def __init__(self, queue: str, paused: bool, memory: Memory) -> None:
+        super().__init__()
+        self.queue = queue
+        self.paused = paused
+        self.memory = memory
+
+    def apply(self, view: BatchView) -> None:
+        key = keys.meta_key(recovery.PAUSED + self.queue)
+        if self.paused:
+            view.batch.put(Family.DATA, key, b"1")
+        else:
+            view.batch.delete(Family.DATA, key)
+
+    def on_commit(self) -> None:
+        self.memory.ready.set_paused(self.queue, self.paused)
+        if not self.paused:
+            self.memory.dispatcher.announce([self.queue])

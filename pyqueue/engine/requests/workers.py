@@ -1,0 +1,186 @@
+"""What a Take stream's worker causes: claim, ack, fail, extend, and the requeue when it is lost."""
+
+import random
+from collections.abc import Sequence
+from typing import Protocol
+
+from pyqueue.engine.memory import Memory
+from pyqueue.engine.model import Failure, JobView, Outcome
+from pyqueue.engine.requests.base import Request, Transitions, check_lease, write_error
+from pyqueue.engine.retry import JobOptions, RetryPolicy
+from pyqueue.engine.view import BatchView, indexed
+from pyqueue.store.records import JobRecord, Status
+
+
+class Holder(Protocol):
+    """What a claimer must provide: the queues it serves and where its leases are recorded."""
+
+    queues: tuple[str, ...]
+
+    def delivered(self, records: Sequence[JobRecord]) -> None: ...
+
+
+class Claim(Request):
+    """Mark ready jobs in flight for one stream. The ids were already removed from the ready set:
+    that removal was the claim; this is the compare-and-swap that confirms it on disk."""
+
+    needs_sync = False
+
+    def __init__(self, job_ids: Sequence[int], holder: Holder, memory: Memory) -> None:
+        super().__init__()
+        self.job_ids = job_ids
+        self.holder = holder
+        self.memory = memory
+        self.taken: list[JobRecord] = []
+
+    def apply(self, view: BatchView) -> None:
+        for record in view.records(self.job_ids):
+            if record is None or record.status != Status.READY or record.queue not in self.holder.queues:
+                continue  # a stale hint: deleted, moved to another queue, or changed since it was queued
+            before = indexed(record)
+            record.status = Status.IN_FLIGHT
+            record.attempts += 1
+            record.lease = (record.lease + 1) & 0xFFFFFFFF
+            record.expires_ms = view.now_ms + record.timeout_ms if record.timeout_ms else 0
+            view.save(record, before)
+            # A snapshot: the writer may change the cached record again while the loop sends this one.
+            self.taken.append(record.clone())
+        payloads = view.payloads([r.id for r in self.taken])
+        self.result = [JobView(r, p) for r, p in zip(self.taken, payloads, strict=True)]
+
+    def on_commit(self) -> None:
+        self.holder.delivered(self.taken)
+        self.memory.became_in_flight(self.taken)
+
+    def on_error(self) -> None:
+        # The keys left memory but the write failed: give them back so another stream can try.
+        self.memory.became_ready(self.taken)
+
+
+class Ack(Transitions):
+    """Complete jobs in flight on one stream: delete them with every index entry (or keep them
+    completed for their retention), in one batch."""
+
+    def __init__(self, leases: Sequence[tuple[int, int | None]], memory: Memory, policy: RetryPolicy) -> None:
+        super().__init__(memory)
+        self.leases = leases
+        self.policy = policy
+
+    def apply(self, view: BatchView) -> None:
+        outcome = Outcome(done=[], rejected=[])
+        records = view.records([job_id for job_id, _ in self.leases])
+        for (job_id, lease), record in zip(self.leases, records, strict=True):
+            refusal = check_lease(record, job_id, lease)
+            if refusal is not None:
+                outcome.rejected.append(refusal)
+                continue
+            assert record is not None
+            policy = self.policy.for_job(JobOptions.decode(record.options)) if record.options else self.policy
+            self.finish(view, record, Status.COMPLETED, policy.keep_completed_ms)
+            outcome.done.append((job_id, Status.COMPLETED))
+        self.result = outcome
+
+
+class Fail(Transitions):
+    """Record a failed attempt: an error record, then a retry (at the backoff time or the asked
+    time), or dead when killed or out of retries; all in one commit."""
+
+    def __init__(
+        self,
+        failures: Sequence[tuple[Failure, int | None]],
+        memory: Memory,
+        policy: RetryPolicy,
+        rng: random.Random | None = None,
+    ) -> None:
+        super().__init__(memory)
+        self.failures = failures
+        self.policy = policy
+        self.rng = rng
+
+    def apply(self, view: BatchView) -> None:
+        outcome = Outcome(done=[], rejected=[])
+        records = view.records([f.job_id for f, _ in self.failures])
+        for (failure, lease), record in zip(self.failures, records, strict=True):
+            refusal = check_lease(record, failure.job_id, lease)
+            if refusal is not None:
+                outcome.rejected.append(refusal)
+                continue
+            assert record is not None
+            write_error(view, record, "error", failure.message, failure.error_type, failure.backtrace)
+            policy = self.policy.for_job(JobOptions.decode(record.options))
+            status = self.retry_or_die(view, record, policy, failure.retry_at_ms, failure.kill, self.rng)
+            outcome.done.append((failure.job_id, status))
+        self.result = outcome
+
+
+class Extend(Request):
+    """Move the lease deadline of jobs a worker is still running."""
+
+    needs_sync = False
+
+    def __init__(self, leases: Sequence[tuple[int, int | None]], extend_ms: int, memory: Memory) -> None:
+        super().__init__()
+        self.leases = leases
+        self.extend_ms = extend_ms
+        self.memory = memory
+        self.extended: list[JobRecord] = []
+
+    def apply(self, view: BatchView) -> None:
+        records = view.records([job_id for job_id, _ in self.leases])
+        for (job_id, lease), record in zip(self.leases, records, strict=True):
+            if check_lease(record, job_id, lease) is not None:
+                continue
+            assert record is not None
+            span = self.extend_ms or record.timeout_ms
+            if not span:
+                continue
+            before = indexed(record)
+            record.expires_ms = view.now_ms + span
+            view.save(record, before)
+            self.extended.append(record.clone())
+        self.result = [r.id for r in self.extended]
+
+    def on_commit(self) -> None:
+        self.memory.became_in_flight(self.extended)
+
+
+class Requeue(Transitions):
+    """In flight back to ready: its stream ended (worker lost), or the server restarted. A job
+    that has now taken down `max_worker_losses` workers is dead instead of looping forever."""
+
+    needs_sync = False
+
+    def __init__(
+        self,
+        leases: Sequence[tuple[int, int | None]],
+        memory: Memory,
+        policy: RetryPolicy,
+        *,
+        worker_lost: bool,
+    ) -> None:
+        super().__init__(memory)
+        self.leases = leases
+        self.policy = policy
+        self.worker_lost = worker_lost
+
+    def apply(self, view: BatchView) -> None:
+        records = view.records([job_id for job_id, _ in self.leases])
+        for (_, lease), record in zip(self.leases, records, strict=True):
+            if record is None or record.status != Status.IN_FLIGHT:
+                continue
+            if lease is not None and record.lease != lease:
+                continue
+            if self.worker_lost:
+                record.lost += 1
+                if record.lost >= self.policy.max_worker_losses:
+                    write_error(
+                        view,
+                        record,
+                        "lost",
+                        f"{record.lost} workers were lost while running this job; "
+                        "it is dead so that it stops taking workers down",
+                    )
+                    self.finish(view, record, Status.DEAD, self.policy.keep_dead_ms)
+                    continue
+            self.make_ready(view, record)
+        self.result = [r.id for r in self.ready]
