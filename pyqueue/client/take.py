@@ -16,7 +16,7 @@ import grpc
 
 from pyqueue.client.job import STATUS_NAMES, Job
 from pyqueue.client.outbox import CLOSE, messages
-from pyqueue.cluster import shard_of_job
+from pyqueue.client.per_shard import PerShard
 from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -216,7 +216,7 @@ def _status_of(response: pb.TakeResponse, job_id: int) -> int:
     return 0
 
 
-class MultiTakeStream(TakeStream):
+class MultiTakeStream(PerShard[TakeStream], TakeStream):
     """Queues on several shards: one stream per shard, all feeding one queue of jobs.
 
     Each job keeps the stream that delivered it, so `job.ack()` goes back to its own shard. When
@@ -235,30 +235,6 @@ class MultiTakeStream(TakeStream):
             shard: TakeStream(stub, queues[shard], prefetch, stale_after_s, jobs=self._jobs)
             for shard, stub in stubs.items()
         }
-        self.streams = list(self._by_shard.values())
-
-    def _owner(self, job_id: int) -> TakeStream:
-        stream = self._by_shard.get(shard_of_job(job_id))
-        if stream is None:
-            raise Unavailable(f"job {job_id} belongs to a shard this stream does not serve")
-        return stream
-
-    def ack(self, job_id: int) -> "Future[None]":
-        return self._owner(job_id).ack(job_id)
-
-    def fail(self, job_id: int, message: str, **options: Any) -> "Future[str]":
-        return self._owner(job_id).fail(job_id, message, **options)
-
-    def extend(self, job_ids: list[int], extend_ms: int = 0) -> None:
-        for job_id in job_ids:
-            self._owner(job_id).extend([job_id], extend_ms)
-
-    def _check_alive(self) -> None:
-        for stream in self.streams:
-            stream._check_alive()
-
-    def _failure(self) -> PyQueueError | None:
-        return next((s._error for s in self.streams if s._error is not None), None)
 
     def close(self, timeout: float = 5.0) -> None:
         if self._closed:

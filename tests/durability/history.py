@@ -6,7 +6,10 @@ record every delivery and every confirmed ack. After the run everything is drain
 - lost: an acknowledged enqueue that was never delivered;
 - unexpected: a delivery of a payload nobody tried to enqueue;
 - delivered after its ack was confirmed: the job came back although it was completed;
-- duplicates: delivered more than once; allowed only when a crash fell between the deliveries.
+- duplicates: delivered more than once; allowed only for a job in flight at a crash: first delivered
+  before the crash window ended (the server restarted), not confirmed acked before it began, and
+  delivered again after it began. A crash is a window, not an instant: a delivery already on its
+  way when the server died can be recorded a moment after the kill.
 """
 
 import threading
@@ -23,7 +26,7 @@ class History:
     acknowledged: set[int] = field(default_factory=set)  # payloads whose enqueue was answered
     deliveries: dict[int, list[float]] = field(default_factory=dict)
     ack_confirmed: dict[int, float] = field(default_factory=dict)
-    crashes: list[float] = field(default_factory=list)
+    crashes: list[tuple[float, float]] = field(default_factory=list)  # (killed at, restarted by)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def delivered(self, payload: int) -> None:
@@ -42,7 +45,7 @@ class History:
         unexplained = [
             p
             for p in duplicates
-            if not any(self._crash_between(t0, t1) for t0, t1 in pairwise(self.deliveries[p]))
+            if not all(self._in_flight_at_a_crash(p, t0, t1) for t0, t1 in pairwise(self.deliveries[p]))
         ]
         return {
             "attempted": len(self.attempted),
@@ -56,8 +59,9 @@ class History:
             "crashes": len(self.crashes),
         }
 
-    def _crash_between(self, t0: float, t1: float) -> bool:
-        return any(t0 <= c <= t1 for c in self.crashes)
+    def _in_flight_at_a_crash(self, payload: int, t0: float, t1: float) -> bool:
+        acked = self.ack_confirmed.get(payload)
+        return any(t0 <= end and t1 >= start and (acked is None or acked >= start) for start, end in self.crashes)
 
 
 class Load:

@@ -28,9 +28,10 @@ def test_kill9_cycles_lose_nothing_acknowledged(tmp_path, shards: int) -> None: 
     try:
         for _ in range(CYCLES):
             time.sleep(rng.uniform(0.2, 0.8))  # a random moment under load
-            history.crashes.append(time.monotonic())
+            killed_at = time.monotonic()
             server.kill()
             server.restart()
+            history.crashes.append((killed_at, time.monotonic()))
         load.drain()
         verdict = history.verdict()
         print(f"\nkill -9 cycles: {CYCLES}, shards: {shards}, history: {verdict}")

@@ -175,3 +175,25 @@ def test_sigterm_stops_every_shard_cleanly(sharded: ServerProcess) -> None:
     for pid in children:
         status = Path(f"/proc/{pid}/status")
         assert not status.exists() or "zombie" in status.read_text().lower()
+
+
+def test_the_asyncio_client_takes_across_shards(sharded: ServerProcess) -> None:
+    import asyncio
+
+    async def run() -> tuple[set[int], set[int], int]:
+        async with pyqueue.AsyncClient(sharded.address) as client:
+            topology = (await client.routes()).topology
+            assert topology is not None
+            queues = [next(f"a{i}" for i in range(200) if topology.shard_of_queue(f"a{i}") == s) for s in range(4)]
+            jobs = await client.enqueue_many([{"type": "t", "queue": q} for q in queues for _ in range(3)])
+            got = set()
+            async with client.take(queues, prefetch=4) as stream:
+                while len(got) < len(jobs):
+                    job = await stream.next(timeout=10)
+                    assert job is not None
+                    got.add(job.id)
+                    await stream.ack(job.id)
+            return {j.id for j in jobs}, got, await client.count_jobs()
+
+    enqueued, taken, left = asyncio.run(run())
+    assert taken == enqueued and {shard_of_job(i) for i in taken} == {0, 1, 2, 3} and left == 0

@@ -1,0 +1,43 @@
+"""One Take stream per shard behind one: the routing both the sync and the asyncio kind share.
+
+Each job id names its shard, so an ack, failure or extension goes to the stream of that shard; the
+combined stream is alive while every shard's stream is, and its failure is the first of theirs."""
+
+from typing import Any, Generic, TypeVar
+
+from pyqueue.cluster import shard_of_job
+from pyqueue.errors import PyQueueError, Unavailable
+
+S = TypeVar("S")
+
+
+class PerShard(Generic[S]):
+    _by_shard: dict[int, S]
+
+    @property
+    def streams(self) -> list[S]:
+        return list(self._by_shard.values())
+
+    def _owner(self, job_id: int) -> Any:
+        stream = self._by_shard.get(shard_of_job(job_id))
+        if stream is None:
+            raise Unavailable(f"job {job_id} belongs to a shard this stream does not serve")
+        return stream
+
+    def ack(self, job_id: int) -> Any:
+        return self._owner(job_id).ack(job_id)
+
+    def fail(self, job_id: int, message: str, **options: Any) -> Any:
+        return self._owner(job_id).fail(job_id, message, **options)
+
+    def extend(self, job_ids: list[int], extend_ms: int = 0) -> None:
+        for job_id in job_ids:
+            self._owner(job_id).extend([job_id], extend_ms)
+
+    def _check_alive(self) -> None:
+        for stream in self._by_shard.values():
+            stream._check_alive()  # type: ignore[attr-defined]
+
+    def _failure(self) -> PyQueueError | None:
+        errors = (stream._error for stream in self._by_shard.values())  # type: ignore[attr-defined]
+        return next((e for e in errors if e is not None), None)
