@@ -122,9 +122,9 @@ class QueueService(pb_grpc.QueueServicer):
         """Refuse work for a queue another shard owns (a client with a stale slot map)."""
         if self.config.shard_count == 1:
             return
-        topology = self.topology()
         owner = slot_of(queue) % self.config.shard_count
         if owner != self.config.shard_index:
+            topology = self.topology()  # read only to say where to go: never on the accepting path
             where = topology.addresses[owner] if topology and owner < len(topology.addresses) else "unknown"
             raise FailedPrecondition(
                 f"queue {queue or 'default'!r} belongs to shard {owner} at {where}; "
