@@ -39,7 +39,7 @@ def consume(address: str, jobs: int, prefetch: int, queues: list[str], done: "mp
             job = stream.next(timeout=60)
             if job is None:
                 raise SystemExit("the consumer ran dry")
-            pending.append(stream.ack(job.id))
+            pending.append(stream.ack(job))
         for future in pending:
             future.result(60)
     done.put(time.perf_counter())

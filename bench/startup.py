@@ -43,10 +43,10 @@ async def flow(path: str, n: int) -> None:
     while done < n:
         await engine.enqueue([engine.new_job(i, "t", "flow", None, b"x" * 100) for i in range(1000)])
         jobs = await consumer.next_jobs(1.0)
-        outcome = await consumer.ack([j.record.id for j in jobs])
+        outcome = await consumer.ack([(j.record.id, j.record.lease) for j in jobs])
         consumer.release(outcome)
         done += len(jobs)
-    consumer.close()
+    consumer.close(clean=True)
     await engine.stop()
     store.close()
 

@@ -23,11 +23,15 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
-from pyqueue.app import App, Kill, Retry
+from pyqueue.app import App
 from pyqueue.client import Client, Job
+from pyqueue.errors import PyQueueError
+from pyqueue.worker.execute import execute, thread_runner
 
 _LISTENING = re.compile(r"listening on \S+:(\d+)")
 _PUBLIC = re.compile(r"supervisor: pyqueue listening on \S+:(\d+)")
@@ -96,11 +100,20 @@ class DrainResult:
     failed: list[tuple[Job, BaseException]] = field(default_factory=list)
 
 
+_drain_threads: ThreadPoolExecutor | None = None
+
+
 def drain(app: App, queues: list[str] | None = None, *, idle_s: float = 0.2) -> DrainResult:
     """Run the app's job functions in this process until its queues have no ready job left.
 
-    Failures are reported to the server like a worker would (and returned); jobs scheduled for
-    later (including retries) are not waited for."""
+    The worker's rules hold (see pyqueue/worker/execute.py): each attempt runs under its job's
+    time limit, failures are reported to the server (and returned), and a job whose type the app
+    lacks is handed back without an attempt (and returned as failed with a LookupError). Jobs
+    scheduled for later (including retries) are not waited for."""
+    global _drain_threads
+    if _drain_threads is None:
+        # Not the loop's default executor: asyncio.run would wait for an abandoned thread.
+        _drain_threads = ThreadPoolExecutor(thread_name_prefix="pyqueue-drain")
     names = queues or app.queues or ["default"]
     result = DrainResult()
     with Client(app.address) as client, client.take(names, prefetch=1) as stream:
@@ -111,16 +124,29 @@ def drain(app: App, queues: list[str] | None = None, *, idle_s: float = 0.2) -> 
                     return result
                 continue
             function = app.resolve(job.type)
-            try:
-                if function is None:
-                    raise LookupError(f"no job function named {job.type!r}")
-                asyncio.run(function.run(job.payload))
-            except (Exception, Retry, Kill) as exc:
-                result.failed.append((job, exc))
-                job.fail(str(exc) or repr(exc), kill=isinstance(exc, Kill), error_type=type(exc).__qualname__)
-            else:
-                result.ran.append(job)
-                job.ack()
+            if function is None:
+                result.failed.append((job, LookupError(f"no job function named {job.type!r}")))
+                job.release(delay=30)
+                continue
+            outcome = asyncio.run(
+                execute(thread_runner(function, _drain_threads), job.payload, job.timeout_ms)
+            )
+            with contextlib.suppress(PyQueueError):  # refused: the server ended the attempt first
+                if outcome.failed:
+                    assert outcome.error is not None
+                    result.failed.append((job, outcome.error))
+                    job.fail(
+                        outcome.message,
+                        kill=outcome.kind == "kill",
+                        error_type=outcome.error_type,
+                        backtrace=outcome.backtrace,
+                        retry_at=datetime.fromtimestamp(outcome.retry_at_ms / 1000, UTC)
+                        if outcome.retry_at_ms
+                        else None,
+                    )
+                else:
+                    result.ran.append(job)
+                    job.ack()
 
 
 try:

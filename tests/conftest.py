@@ -1,3 +1,4 @@
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,3 +24,16 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 def client(server: ServerProcess) -> Iterator[pyqueue.Client]:
     with pyqueue.Client(server.address, timeout=20) as c:
         yield c
+
+
+# In CI a durability or keepalive test that skips (a missing tool, no root) proves nothing, so it fails.
+_MUST_RUN_IN_CI = ("tests/durability/", "tests/server/test_keepalive.py")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI") == "true" and item.nodeid.startswith(_MUST_RUN_IN_CI):
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where it must run: {report.longrepr}"

@@ -1,6 +1,5 @@
 """`pyqueue serve`."""
 
-import json
 import logging
 import os
 import sys
@@ -132,7 +131,13 @@ def serve(
         return
     layout = data_dir / "cluster.json"
     if shard_count == 1 and layout.exists():
-        count = json.loads(layout.read_text())["shards"]
+        from pyqueue.cluster.metadata import MetadataError
+        from pyqueue.server.supervisor import read_cluster
+
+        try:
+            count = read_cluster(data_dir)["shards"]
+        except MetadataError as exc:
+            raise SystemExit(str(exc)) from None
         raise SystemExit(f"{data_dir} holds {count} shards; start it with --shards {count}")
     limits = Limits(
         max_payload_bytes=max_payload_bytes,
@@ -187,8 +192,12 @@ def shard_args(argv: list[str]) -> list[str]:
 def _supervise(data_dir: Path, listen: str, shards: int, args: list[str], worker_timeout_s: float) -> None:
     import asyncio
 
+    from pyqueue.cluster.metadata import MetadataError
     from pyqueue.server import ServerConfig
     from pyqueue.server.supervisor import supervise
 
     options = ServerConfig(worker_timeout_s=worker_timeout_s).grpc_options()
-    asyncio.run(supervise(data_dir, listen, shards, args, 10.0, options))
+    try:
+        asyncio.run(supervise(data_dir, listen, shards, args, 10.0, options))
+    except MetadataError as exc:
+        raise SystemExit(f"pyqueue serve: {exc}") from None

@@ -34,10 +34,31 @@ def load_app(target: str) -> object:
     show_default=True,
     help="Seconds running jobs get to finish after SIGTERM.",
 )
-@click.option("--log-level", default="info", show_default=True)
+@click.option(
+    "--pool",
+    type=click.Choice(["thread", "process"]),
+    default="thread",
+    show_default=True,
+    help="Where sync handlers run: threads (a job past its time limit is abandoned) or child "
+    "processes (it is killed).",
+)
+@click.option("--log-jobs", is_flag=True, help="Log one INFO line per finished job.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+)
 @click.pass_context
 def worker(
-    ctx: click.Context, target: str, queues: str, concurrency: int, grace: float, log_level: str
+    ctx: click.Context,
+    target: str,
+    queues: str,
+    concurrency: int,
+    grace: float,
+    pool: str,
+    log_jobs: bool,
+    log_level: str,
 ) -> None:
     """Run the job functions of MODULE:APP on jobs from the server."""
     from pyqueue.app import App
@@ -50,6 +71,11 @@ def worker(
     if ctx.obj and ctx.obj.get("address_given"):
         app.address = ctx.obj["address"]
     config = WorkerConfig(
-        queues=tuple(q for q in queues.split(",") if q), concurrency=concurrency, grace_s=grace
+        queues=tuple(q for q in queues.split(",") if q),
+        concurrency=concurrency,
+        grace_s=grace,
+        pool=pool,
+        target=target,
+        log_jobs=log_jobs,
     )
     raise SystemExit(run_worker(app, config))

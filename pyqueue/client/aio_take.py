@@ -14,7 +14,7 @@ import grpc
 import grpc.aio
 
 from pyqueue.client.job import STATUS_NAMES, Job
-from pyqueue.client.outbox import CLOSE, messages
+from pyqueue.client.outbox import CLOSE, Acked, Started, drain
 from pyqueue.client.per_shard import PerShard
 from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
@@ -38,7 +38,9 @@ class AsyncTakeStream:
         self._closed = False
         self._stale_after_s = stale_after_s
         self.last_heard = time.monotonic()
-        subscribe = pb.TakeRequest(subscribe=pb.Subscribe(queues=queues, prefetch=prefetch))
+        subscribe = pb.TakeRequest(
+            subscribe=pb.Subscribe(queues=queues, prefetch=prefetch, reports_starts=True)
+        )
         # grpc's stubs type only the sync call; the aio stub takes and gives async iterators.
         self._call: Any = stub.Take(self._requests(subscribe))  # type: ignore[arg-type]
         self._reader = asyncio.get_running_loop().create_task(self._read())
@@ -49,10 +51,12 @@ class AsyncTakeStream:
             items = [await self._outbox.get()]
             while not self._outbox.empty():
                 items.append(self._outbox.get_nowait())
-            out, closing = messages(items)
-            for message in out:
+            drained = drain(items)
+            for message in drained.messages:
                 yield message
-            if closing:
+            for sent in drained.sent:  # resumed: gRPC has written them
+                sent()
+            if drained.closing:
                 return
 
     async def _read(self) -> None:
@@ -95,16 +99,16 @@ class AsyncTakeStream:
         if self._closed:
             raise Unavailable("the take stream is closed")
 
-    def ack(self, job_id: int) -> "asyncio.Future[None]":
+    def ack(self, job: Job) -> "asyncio.Future[None]":
         self._check_open()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._acks[job_id] = future
-        self._outbox.put_nowait(job_id)
+        self._acks[job.id] = future
+        self._outbox.put_nowait(Acked(job.id, job.lease))
         return future
 
     def fail(
         self,
-        job_id: int,
+        job: Job,
         message: str,
         *,
         kill: bool = False,
@@ -114,10 +118,11 @@ class AsyncTakeStream:
     ) -> "asyncio.Future[str]":
         self._check_open()
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._fails[job_id] = future
+        self._fails[job.id] = future
         self._outbox.put_nowait(
             pb.Failure(
-                id=job_id,
+                id=job.id,
+                lease=job.lease,
                 message=message,
                 kill=kill,
                 error_type=error_type,
@@ -127,12 +132,28 @@ class AsyncTakeStream:
         )
         return future
 
-    def extend(self, job_ids: list[int], extend_ms: int = 0) -> None:
+    def extend(self, jobs: list[Job], extend_ms: int = 0) -> None:
+        """Move lease deadlines (0: by each job's timeout), never past each attempt's time limit."""
         self._check_open()
-        self._outbox.put_nowait(pb.Extend(ids=job_ids, extend_ms=extend_ms))
+        self._outbox.put_nowait(
+            pb.Extend(ids=[j.id for j in jobs], leases=[j.lease for j in jobs], extend_ms=extend_ms)
+        )
+
+    def release(self, job: Job, delay_ms: int = 0) -> None:
+        """Hand back a job not started: no attempt counts; it is ready again (after `delay_ms`)."""
+        self._check_open()
+        self._outbox.put_nowait(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
+
+    async def _start(self, job: Job) -> None:
+        """Tell the server the job starts, and return once that is on the wire (or the stream died)."""
+        sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._outbox.put_nowait(Started(job.id, job.lease, lambda: _resolve(sent, None)))
+        await asyncio.wait({sent, self._reader}, return_when=asyncio.FIRST_COMPLETED)
 
     async def next(self, timeout: float | None = None) -> Job | None:
-        """The next job, or None after `timeout` seconds without one. Raises when the stream died."""
+        """The next job, or None after `timeout` seconds without one. Raises when the stream died.
+
+        Taking a job starts it (see TakeStream.next): take only when you are ready to run it."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
@@ -149,6 +170,7 @@ class AsyncTakeStream:
                 if failure is not None:
                     raise failure
                 return None
+            await self._start(job)
             return job
 
     def _check_alive(self) -> None:
@@ -168,7 +190,8 @@ class AsyncTakeStream:
             yield job
 
     async def close(self, timeout: float = 5.0) -> None:
-        """Half-close: acks already sent are committed, unacked jobs go back to the queue."""
+        """Half-close: answers already sent are committed; jobs not taken go back without an
+        attempt, jobs taken but unanswered go back as interrupted."""
         if self._closed:
             return
         self._closed = True

@@ -79,7 +79,7 @@ class Job:
 
     def ack(self, *, wait: bool = True) -> None:
         """Mark the job completed. With wait (the default), return once the server has committed it."""
-        future = self._taken().ack(self.id)
+        future = self._taken().ack(self)
         if wait:
             future.result()
 
@@ -98,13 +98,18 @@ class Job:
         retry_at_ms = int(retry_at.timestamp() * 1000) if retry_at else 0
         stream = self._taken()
         future = stream.fail(
-            self.id, message, kill=kill, error_type=error_type, backtrace=backtrace, retry_at_ms=retry_at_ms
+            self, message, kill=kill, error_type=error_type, backtrace=backtrace, retry_at_ms=retry_at_ms
         )
         return future.result() if wait else None
 
     def extend(self, seconds: float = 0) -> None:
-        """Keep the lease while still working: the deadline moves to now + `seconds` (0: the job's timeout)."""
-        self._taken().extend([self.id], int(seconds * 1000))
+        """Keep the lease while still working: the deadline moves to now + `seconds` (0: the job's
+        timeout), but never past the attempt's start plus the job's timeout."""
+        self._taken().extend([self], int(seconds * 1000))
+
+    def release(self, *, delay: float = 0) -> None:
+        """Hand the job back without running it: no attempt counts; ready again after `delay` s."""
+        self._taken().release(self, int(delay * 1000))
 
     def to_dict(self) -> dict[str, Any]:
         payload = self.payload if not isinstance(self.payload, bytes) else self.payload.hex()

@@ -1,10 +1,11 @@
 """One Take stream per shard behind one: the routing both the sync and the asyncio kind share.
 
-Each job id names its shard, so an ack, failure or extension goes to the stream of that shard; the
+Each job id names its shard, so an ack, failure, start, extension or release goes to the stream of that shard; the
 combined stream is alive while every shard's stream is, and its failure is the first of theirs."""
 
 from typing import Any, Generic, TypeVar
 
+from pyqueue.client.job import Job
 from pyqueue.cluster import shard_of_job
 from pyqueue.errors import PyQueueError, Unavailable
 
@@ -24,15 +25,21 @@ class PerShard(Generic[S]):
             raise Unavailable(f"job {job_id} belongs to a shard this stream does not serve")
         return stream
 
-    def ack(self, job_id: int) -> Any:
-        return self._owner(job_id).ack(job_id)
+    def ack(self, job: Job) -> Any:
+        return self._owner(job.id).ack(job)
 
-    def fail(self, job_id: int, message: str, **options: Any) -> Any:
-        return self._owner(job_id).fail(job_id, message, **options)
+    def fail(self, job: Job, message: str, **options: Any) -> Any:
+        return self._owner(job.id).fail(job, message, **options)
 
-    def extend(self, job_ids: list[int], extend_ms: int = 0) -> None:
-        for job_id in job_ids:
-            self._owner(job_id).extend([job_id], extend_ms)
+    def extend(self, jobs: list[Job], extend_ms: int = 0) -> None:
+        for job in jobs:
+            self._owner(job.id).extend([job], extend_ms)
+
+    def release(self, job: Job, delay_ms: int = 0) -> None:
+        self._owner(job.id).release(job, delay_ms)
+
+    def _start(self, job: Job) -> Any:
+        return self._owner(job.id)._start(job)
 
     def _check_alive(self) -> None:
         for stream in self._by_shard.values():

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 
 from pyqueue.client.job import STATUS_NAMES, Job
-from pyqueue.client.outbox import CLOSE, messages
+from pyqueue.client.outbox import CLOSE, Acked, Started, drain
 from pyqueue.client.per_shard import PerShard
 from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
@@ -44,7 +44,9 @@ class TakeStream:
         self._closed = False
         self._stale_after_s = stale_after_s
         self.last_heard = time.monotonic()
-        subscribe = pb.TakeRequest(subscribe=pb.Subscribe(queues=queues, prefetch=prefetch))
+        subscribe = pb.TakeRequest(
+            subscribe=pb.Subscribe(queues=queues, prefetch=prefetch, reports_starts=True)
+        )
         self._call = stub.Take(self._requests(subscribe))
         self._reader = threading.Thread(target=self._read, name="pyqueue-take-reader", daemon=True)
         self._reader.start()
@@ -60,27 +62,44 @@ class TakeStream:
                     items.append(self._outbox.get_nowait())
                 except queue.Empty:
                     break
-            out, closing = messages(items)
-            yield from out
-            if closing:
+            drained = drain(items)
+            yield from drained.messages
+            for sent in drained.sent:  # resumed: gRPC has written them
+                sent()
+            if drained.closing:
                 return
 
-    def ack(self, job_id: int) -> "Future[None]":
+    def ack(self, job: Job) -> "Future[None]":
         future: Future[None] = Future()
         with self._lock:
             self._check_open()
-            self._acks[job_id] = future
-        self._outbox.put(job_id)
+            self._acks[job.id] = future
+        self._outbox.put(Acked(job.id, job.lease))
         return future
 
-    def extend(self, job_ids: list[int], extend_ms: int = 0) -> None:
-        """Move the lease deadline of jobs still being worked on (0: by each job's own timeout)."""
+    def extend(self, jobs: list[Job], extend_ms: int = 0) -> None:
+        """Move the lease deadline of jobs still being worked on (0: by each job's own timeout),
+        never past each attempt's start plus its timeout."""
         self._check_open()
-        self._outbox.put(pb.Extend(ids=job_ids, extend_ms=extend_ms))
+        self._outbox.put(
+            pb.Extend(ids=[j.id for j in jobs], leases=[j.lease for j in jobs], extend_ms=extend_ms)
+        )
+
+    def release(self, job: Job, delay_ms: int = 0) -> None:
+        """Hand back a job not started: no attempt counts; it is ready again (after `delay_ms`)."""
+        self._check_open()
+        self._outbox.put(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
+
+    def _start(self, job: Job) -> None:
+        """Tell the server the job starts, and return once that is on the wire (or the stream died)."""
+        sent = threading.Event()
+        self._outbox.put(Started(job.id, job.lease, sent.set))
+        while not sent.wait(0.5) and self._error is None and self._reader.is_alive():
+            pass
 
     def fail(
         self,
-        job_id: int,
+        job: Job,
         message: str,
         *,
         kill: bool = False,
@@ -91,10 +110,11 @@ class TakeStream:
         future: Future[str] = Future()
         with self._lock:
             self._check_open()
-            self._fails[job_id] = future
+            self._fails[job.id] = future
         self._outbox.put(
             pb.Failure(
-                id=job_id,
+                id=job.id,
+                lease=job.lease,
                 message=message,
                 error_type=error_type,
                 backtrace=backtrace,
@@ -155,7 +175,10 @@ class TakeStream:
 
     # The worker's view.
     def next(self, timeout: float | None = None) -> Job | None:
-        """The next job, or None if none came within `timeout` seconds. Raises when the stream died."""
+        """The next job, or None if none came within `timeout` seconds. Raises when the stream died.
+
+        Taking a job starts it: the server is told, its time limit runs from now, and from now on
+        it is this worker's attempt (jobs still waiting here are handed back at a close)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
@@ -173,6 +196,7 @@ class TakeStream:
                     raise failure
                 return None
             job: Job = item
+            self._start(job)
             return job
 
     def _check_alive(self) -> None:
@@ -192,7 +216,8 @@ class TakeStream:
             yield job
 
     def close(self, timeout: float = 5.0) -> None:
-        """Half-close: the server commits acks already sent, returns unacked jobs, and ends the stream."""
+        """Half-close: the server commits answers already sent, hands back the jobs not taken (no
+        attempt) and the ones taken but unanswered (interrupted), and ends the stream."""
         if self._closed:
             return
         self._closed = True

@@ -152,4 +152,7 @@ class Committer:
 
 def _complete_all(requests: list[Request]) -> None:
     for request in requests:
-        request.complete()
+        try:
+            request.complete()
+        except Exception:  # one request's bug must not leave the others unanswered
+            log.exception("completing %s failed", type(request).__name__)

@@ -1,29 +1,49 @@
-"""One Take stream's side of the engine: its queues, its credit and the jobs it holds.
+"""One Take stream's side of the engine: its queues, its credit and the attempts it holds.
 
-The stream asks `next_jobs` for work. The consumer claims from the native ready set without
-waiting when it has credit and something to look for; otherwise it sleeps until the dispatcher
-offers a claim token it can win, an ack frees credit, the rebuild finishes, or the heartbeat is
-due. No polling anywhere.
+Delivery is level-triggered: before the stream sleeps it looks at its queues itself, so a job that
+became ready while the stream was busy (sending, committing a claim) is never left waiting for
+the next event. While it sleeps, the dispatcher wakes it with a claim token, an ack frees credit,
+the rebuild finishes, or the heartbeat is due. No polling anywhere.
+
+Every answer (ack, fail, extend, start, release) names the attempt by its lease and is checked
+here first: an answer for an attempt this stream no longer holds, or a second answer for one
+already being answered, is refused without touching the store. When the stream ends, what it
+still holds goes back by how it ended: not started is released (no attempt), started is
+interrupted (a clean end) or lost (an abrupt one).
 """
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyqueue._native import ClaimToken
-from pyqueue.engine.model import Failure, JobView, Outcome
+from pyqueue.engine.model import Ending, Failure, JobView, Outcome, Rejection
 from pyqueue.store.records import JobRecord
 
 if TYPE_CHECKING:
     from pyqueue.engine.engine import Engine
 
 
+@dataclass(slots=True)
+class Held:
+    """One attempt this stream holds."""
+
+    lease: int
+    timeout_ms: int
+    started_ms: int = 0  # 0: delivered but not started (prefetched)
+    answering: bool = False  # an ack or fail for it is being committed
+
+
 class Consumer:
-    def __init__(self, engine: "Engine", queues: Sequence[str], prefetch: int) -> None:
+    def __init__(
+        self, engine: "Engine", queues: Sequence[str], prefetch: int, *, reports_starts: bool = False
+    ) -> None:
         self.engine = engine
         self.queues = tuple(dict.fromkeys(queues))
         self.prefetch = prefetch
-        self.inflight: dict[int, int] = {}  # job id -> lease
+        self.reports_starts = reports_starts
+        self.held: dict[int, Held] = {}
         self.closed = False
         self._selection = engine.memory.ready.select(list(self.queues))
         self._claiming = 0
@@ -35,7 +55,7 @@ class Consumer:
 
     @property
     def credit(self) -> int:
-        return self.prefetch - len(self.inflight) - self._claiming
+        return self.prefetch - len(self.held) - self._claiming
 
     # The dispatcher's side (Listener).
     def wants_jobs(self) -> bool:
@@ -51,11 +71,12 @@ class Consumer:
     # The committer's side (Holder).
     def delivered(self, records: Sequence[JobRecord]) -> None:
         if self.closed:
-            # The stream ended while its claim was being written: straight back to the queue.
-            self.engine.requeue_soon([(r.id, r.lease) for r in records], worker_lost=False)
+            # The stream ended while its claim was being written: never seen by the worker.
+            self.engine.hand_back_soon([(r.id, r.lease, Ending.RELEASED) for r in records])
             return
+        started = 0 if self.reports_starts else self.engine.clock()
         for record in records:
-            self.inflight[record.id] = record.lease
+            self.held[record.id] = Held(record.lease, record.timeout_ms, started)
 
     def _credit_freed(self) -> None:
         self._look = True
@@ -88,9 +109,11 @@ class Consumer:
         if self.credit <= 0 or not self.engine.rebuilt:
             self._tokens.clear()
             return False
-        look = self._look or any(token.try_claim() for token in self._tokens)
-        self._look = False
+        won = any(token.try_claim() for token in self._tokens)
         self._tokens.clear()
+        # The level check: whatever woke us or not, never sleep while a queue of ours has work.
+        look = self._look or won or self._selection.has_ready()
+        self._look = False
         return look
 
     async def _claim(self) -> list[JobView]:
@@ -104,37 +127,134 @@ class Consumer:
         finally:
             self._claiming = 0
         if self._selection.has_ready():
-            if len(jobs) < want:
-                self._look = True  # some hints were stale: look again ourselves
             self.engine.dispatcher.announce(self.queues)  # pass the baton to the next stream
         return jobs
 
-    async def ack(self, job_ids: Sequence[int]) -> Outcome:
+    # Answers from the worker.
+    def _current(self, job_id: int, lease: int, seen: set[int]) -> Rejection | None:
+        held = self.held.get(job_id)
+        if held is None or job_id in seen:
+            return Rejection(
+                job_id,
+                "FAILED_PRECONDITION",
+                f"job {job_id} is not in flight on this stream (answered already, timed out, "
+                "or never delivered here)",
+            )
+        if held.lease != lease:
+            return Rejection(
+                job_id,
+                "FAILED_PRECONDITION",
+                f"job {job_id}: lease {lease} names an attempt that is over (the current one is {held.lease})",
+            )
+        if held.answering:
+            return Rejection(job_id, "FAILED_PRECONDITION", f"job {job_id} is already being answered")
+        return None
+
+    def _sort(self, pairs: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[Rejection]]:
+        """Split ack or fail answers into those for attempts held here (now marked as being
+        answered) and refusals."""
+        current: list[tuple[int, int]] = []
+        refused: list[Rejection] = []
+        seen: set[int] = set()
+        for job_id, lease in pairs:
+            rejection = self._current(job_id, lease, seen)
+            if rejection is None:
+                current.append((job_id, lease))
+                self.held[job_id].answering = True
+            else:
+                refused.append(rejection)
+            seen.add(job_id)
+        return current, refused
+
+    def _held(self, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The pairs that name a current attempt held here (start, extend and release ignore the rest)."""
+        seen: set[int] = set()
+        current = []
+        for job_id, lease in pairs:
+            if self._current(job_id, lease, seen) is None:
+                current.append((job_id, lease))
+            seen.add(job_id)
+        return current
+
+    async def ack(self, pairs: Sequence[tuple[int, int]]) -> Outcome:
         """Commit acks; call `release` once the caller has told the worker (credit opens then)."""
-        return await self.engine.ack([(i, self.inflight.get(i)) for i in job_ids])
+        current, refused = self._sort(pairs)
+        outcome = await self.engine.ack(current) if current else Outcome([], [])
+        return _merge(outcome, current, refused)
 
-    async def fail(self, failures: Sequence[Failure]) -> Outcome:
-        return await self.engine.fail([(f, self.inflight.get(f.job_id)) for f in failures])
-
-    async def extend(self, job_ids: Sequence[int], extend_ms: int) -> list[int]:
-        return await self.engine.extend([(i, self.inflight.get(i)) for i in job_ids], extend_ms)
+    async def fail(self, failures: Sequence[tuple[Failure, int]]) -> Outcome:
+        current, refused = self._sort([(f.job_id, lease) for f, lease in failures])
+        by_id = {f.job_id: f for f, _ in failures}  # a repeated id was refused above
+        chosen = [(by_id[job_id], lease) for job_id, lease in current]
+        outcome = await self.engine.fail(chosen) if chosen else Outcome([], [])
+        return _merge(outcome, current, refused)
 
     def release(self, outcome: Outcome) -> None:
-        """Forget jobs that are finished (or whose lease is gone) and open the credit they held."""
-        for job_id, _ in outcome.done:
-            self.inflight.pop(job_id, None)
-        for rejection in outcome.rejected:
-            if rejection.code == "NOT_FOUND" or "no longer current" in rejection.message:
-                self.inflight.pop(rejection.job_id, None)
+        """Forget the attempts an answer finished and open the credit they held."""
+        for job_id in outcome.finished:
+            self.held.pop(job_id, None)
         self._credit_freed()
 
-    def close(self) -> None:
-        """The stream ended: whatever it still holds goes back to ready at once."""
+    def start(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """The worker began these attempts: their time limit runs from now."""
+        now = self.engine.clock()
+        limited = []
+        for job_id, lease in self._held(pairs):
+            held = self.held[job_id]
+            if held.started_ms:
+                continue
+            held.started_ms = now
+            if held.timeout_ms:
+                limited.append((job_id, lease, now + held.timeout_ms))
+        if limited:
+            self.engine.set_deadlines_soon(limited)
+
+    async def extend(self, pairs: Sequence[tuple[int, int]], extend_ms: int) -> list[int]:
+        """Move lease deadlines, never past the attempt's start plus its timeout."""
+        now = self.engine.clock()
+        wanted = []
+        for job_id, lease in self._held(pairs):
+            held = self.held[job_id]
+            span = extend_ms or held.timeout_ms
+            if not span:
+                continue
+            deadline = now + span
+            if held.timeout_ms:
+                deadline = min(deadline, (held.started_ms or now) + held.timeout_ms)
+            wanted.append((job_id, lease, deadline))
+        return await self.engine.set_deadlines(wanted) if wanted else []
+
+    async def hand_back(self, pairs: Sequence[tuple[int, int]], delay_ms: int) -> list[int]:
+        """Jobs the worker will not run (it lacks their type, say): back to the queue without an
+        attempt, taken or not."""
+        items = []
+        for job_id, lease in self._held(pairs):
+            self.held.pop(job_id)
+            items.append((job_id, lease, Ending.RELEASED))
+        self._credit_freed()
+        return await self.engine.hand_back(items, delay_ms) if items else []
+
+    def close(self, *, clean: bool) -> None:
+        """The stream ended: whatever it still holds goes back at once. `clean`: the worker (or the
+        server) ended it on purpose, so started jobs were interrupted, not lost."""
         if self.closed:
             return
         self.closed = True
         self.engine.dispatcher.unregister(self)
         self._wake.set()
-        held, self.inflight = list(self.inflight.items()), {}
-        if held:
-            self.engine.requeue_soon(held, worker_lost=True)
+        held, self.held = self.held, {}
+        ended = Ending.INTERRUPTED if clean else Ending.LOST
+        items = [
+            (job_id, h.lease, ended if h.started_ms else Ending.RELEASED)
+            for job_id, h in held.items()
+            if not h.answering
+        ]
+        if items:
+            self.engine.hand_back_soon(items)
+
+
+def _merge(outcome: Outcome, current: list[tuple[int, int]], refused: list[Rejection]) -> Outcome:
+    # Done or refused by the store, the attempts sent to it are over either way.
+    outcome.finished = [job_id for job_id, _ in current]
+    outcome.rejected.extend(refused)
+    return outcome

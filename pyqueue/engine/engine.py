@@ -28,6 +28,7 @@ from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import (
     Changes,
     Clock,
+    Ending,
     ErrorEntry,
     Failure,
     JobView,
@@ -108,8 +109,8 @@ class Engine:
         self._committer.start()
         stale = recovery.in_flight_ids(self.store)
         for i in range(0, len(stale), recovery.CHUNK):
-            await self.requeue(
-                [(job_id, None) for job_id in stale[i : i + recovery.CHUNK]], worker_lost=False
+            await self.hand_back(
+                [(job_id, None, Ending.RECOVERED) for job_id in stale[i : i + recovery.CHUNK]]
             )
         if stale:
             log.info("returned %d jobs that were in flight at the last stop to ready", len(stale))
@@ -305,7 +306,7 @@ class Engine:
         await self._submit(requests.PauseQueue(queue, paused, self.memory))
 
     # Workers.
-    def consumer(self, queues: Sequence[str], prefetch: int) -> Consumer:
+    def consumer(self, queues: Sequence[str], prefetch: int, *, reports_starts: bool = False) -> Consumer:
         limits = self.config.limits
         if not queues:
             raise InvalidArgument("subscribe to at least one queue")
@@ -316,36 +317,53 @@ class Engine:
         for queue in queues:
             limits.check_name("queue", queue)
         limits.check_prefetch(prefetch)
-        return Consumer(self, queues, prefetch)
+        return Consumer(self, queues, prefetch, reports_starts=reports_starts)
 
     async def confirm_claim(self, job_ids: Sequence[int], holder: Consumer) -> list[JobView]:
         jobs: list[JobView] = await self._submit(requests.Claim(job_ids, holder, self.memory))
         self.stats["delivered"] += len(jobs)
         return jobs
 
-    async def ack(self, leases: Sequence[tuple[int, int | None]]) -> Outcome:
+    async def ack(self, leases: Sequence[tuple[int, int]]) -> Outcome:
         outcome: Outcome = await self._submit(requests.Ack(leases, self.memory, self.config.retry))
         self.stats["acked"] += len(outcome.done)
         self.stats["ack_rejected"] += len(outcome.rejected)
         return outcome
 
-    async def fail(self, failures: Sequence[tuple[Failure, int | None]]) -> Outcome:
+    async def fail(self, failures: Sequence[tuple[Failure, int]]) -> Outcome:
         outcome: Outcome = await self._submit(requests.Fail(failures, self.memory, self.config.retry))
         self.stats["failed"] += len(outcome.done)
         return outcome
 
-    async def extend(self, leases: Sequence[tuple[int, int | None]], extend_ms: int) -> list[int]:
-        ids: list[int] = await self._submit(requests.Extend(leases, extend_ms, self.memory))
+    async def set_deadlines(self, deadlines: Sequence[tuple[int, int, int]]) -> list[int]:
+        """(id, lease, deadline ms) for attempts in flight: started, or extended."""
+        ids: list[int] = await self._submit(requests.SetDeadlines(deadlines, self.memory))
         return ids
 
-    async def requeue(self, leases: Sequence[tuple[int, int | None]], *, worker_lost: bool) -> list[int]:
-        request = requests.Requeue(leases, self.memory, self.config.retry, worker_lost=worker_lost)
-        ids: list[int] = await self._submit(request)
-        self.stats["requeued"] += len(ids)
+    def set_deadlines_soon(self, deadlines: Sequence[tuple[int, int, int]]) -> None:
+        self._in_background(self.set_deadlines(deadlines))
+
+    async def hand_back(
+        self, items: Sequence[tuple[int, int | None, Ending]], delay_ms: int = 0
+    ) -> list[int]:
+        """Attempts in flight back to the queue, each by how it ended (see requests/handback.py)."""
+        ids: list[int] = await self._submit(
+            requests.HandBack(items, self.memory, self.config.retry, delay_ms)
+        )
+        for _, _, ending in items:
+            self.stats[f"handed_back_{ending.name.lower()}"] += 1
         return ids
 
-    def requeue_soon(self, leases: Sequence[tuple[int, int | None]], *, worker_lost: bool) -> None:
-        task = asyncio.get_running_loop().create_task(self.requeue(leases, worker_lost=worker_lost))
+    def hand_back_soon(self, items: Sequence[tuple[int, int | None, Ending]]) -> None:
+        self._in_background(self.hand_back(items))
+
+    async def wait_background(self) -> None:
+        """Wait for the writes started in the background (hand-backs, deadlines) to finish."""
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    def _in_background(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

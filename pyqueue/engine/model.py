@@ -1,8 +1,9 @@
 """Values that cross the engine's boundary: what callers hand in and what they get back."""
 
+import enum
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyqueue.store.records import JobRecord
 
@@ -80,7 +81,7 @@ class Failure:
 class ErrorEntry:
     attempt: int
     at_ms: int
-    kind: str  # error | timeout | lost
+    kind: str  # error | timeout | lost | interrupted
     message: str
     error_type: str = ""
     backtrace: str = ""
@@ -92,3 +93,13 @@ class Outcome:
 
     done: list[tuple[int, int]]  # (job id, status after)
     rejected: list[Rejection]
+    finished: list[int] = field(default_factory=list)  # attempts the answer ended (done or not)
+
+
+class Ending(enum.IntEnum):
+    """How an attempt that was in flight ended without an ack or a fail."""
+
+    RELEASED = 1  # never started (prefetched, or handed back): the attempt is taken back
+    INTERRUPTED = 2  # started, then stopped on purpose (a clean close, a deploy): counts, never lost
+    LOST = 3  # started, then the worker vanished (broken stream, keepalive): counts toward the cap
+    RECOVERED = 4  # in flight when the server last stopped: ready again, the attempt counts

@@ -93,9 +93,7 @@ class Router(pb_grpc.QueueServicer):
         first = await context.read()
         if first is EOF:
             return
-        owners = (
-            self.topology.by_shard(first.subscribe.queues) if first.WhichOneof("kind") == "subscribe" else {}
-        )
+        owners = self.topology.by_shard(first.subscribe.queues) if first.HasField("subscribe") else {}
         if len(owners) > 1:
             where = "; ".join(
                 f"{', '.join(q)} on {self.topology.addresses[s]}" for s, q in sorted(owners.items())
@@ -161,7 +159,24 @@ class Router(pb_grpc.QueueServicer):
         return await self._change("DeleteJobs", request, context)
 
     async def _change(self, method: str, request: Any, context: Context) -> pb.ChangeResponse:
-        answers = await self._fan_out(self._shards_for(request.filter), method, request, context)
+        """Each shard is asked about its own ids only, so each id's outcome is its owner's."""
+        per_shard = {shard: request for shard in self._shards_for(request.filter)}
+        if request.filter.ids:
+            mine: dict[int, list[int]] = {}
+            for job_id in request.filter.ids:
+                mine.setdefault(self._job_shard(job_id), []).append(job_id)
+            for shard in list(per_shard):
+                if shard not in mine:
+                    del per_shard[shard]
+                    continue
+                narrowed = type(request)()
+                narrowed.CopyFrom(request)
+                del narrowed.filter.ids[:]
+                narrowed.filter.ids.extend(mine[shard])
+                per_shard[shard] = narrowed
+        answers = await asyncio.gather(
+            *(self._forward(shard, method, r, context) for shard, r in per_shard.items())
+        )
         return pb.ChangeResponse(
             changed=[i for a in answers for i in a.changed], rejected=[r for a in answers for r in a.rejected]
         )

@@ -1,10 +1,9 @@
 """The Queue servicer: protobuf in, engine calls, protobuf out."""
 
-import json
-
 import grpc
 
 from pyqueue.cluster import Topology, slot_of
+from pyqueue.cluster.metadata import MetadataError, read_json
 from pyqueue.engine import Engine, EngineError, FailedPrecondition
 from pyqueue.engine.model import NewJob
 from pyqueue.server.config import ServerConfig
@@ -116,7 +115,10 @@ class QueueService(pb_grpc.QueueServicer):
         path = self.config.topology_file
         if path is None or not path.exists():
             return None
-        return Topology(tuple(json.loads(path.read_text())["addresses"]))
+        try:
+            return Topology(tuple(read_json(path, ("addresses",), "the supervisor rewrites it")["addresses"]))
+        except MetadataError:
+            return None
 
     def _check_owner(self, queue: str) -> None:
         """Refuse work for a queue another shard owns (a client with a stale slot map)."""

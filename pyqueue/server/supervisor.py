@@ -12,7 +12,6 @@ no orphans. SIGTERM (or SIGINT) stops the public address, then every shard, clea
 """
 
 import asyncio
-import json
 import logging
 import re
 import signal
@@ -22,6 +21,7 @@ import threading
 from pathlib import Path
 
 from pyqueue.cluster import SLOTS, Topology
+from pyqueue.cluster.metadata import MetadataError, read_json, write_json
 from pyqueue.server.app import start_grpc
 from pyqueue.server.router import Router
 
@@ -105,7 +105,7 @@ def _check_layout(data_dir: Path, shards: int) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     layout = data_dir / "cluster.json"
     if layout.exists():
-        existing = json.loads(layout.read_text())
+        existing = read_cluster(data_dir)
         if existing["shards"] != shards:
             raise SystemExit(
                 f"{data_dir} holds {existing['shards']} shards; start it with --shards {existing['shards']} "
@@ -114,7 +114,33 @@ def _check_layout(data_dir: Path, shards: int) -> None:
     elif (data_dir / "CURRENT").exists():
         raise SystemExit(f"{data_dir} holds a single-process store; start it with --shards 1")
     else:
-        layout.write_text(json.dumps({"shards": shards, "slots": SLOTS}))
+        write_json(layout, {"shards": shards, "slots": SLOTS})
+
+
+def read_cluster(data_dir: Path) -> dict[str, int]:
+    """cluster.json: the shard count a data dir was made with."""
+    found = len(list(data_dir.glob("shard-*")))
+    remedy = (
+        f'it records the shard count of this data dir: write {{"shards": {found}, "slots": {SLOTS}}} '
+        f"into it ({found} shard directories are there), then start again"
+    )
+    value = read_json(data_dir / "cluster.json", ("shards",), remedy)
+    if not isinstance(value["shards"], int) or value["shards"] < 1:
+        raise MetadataError(
+            f"{data_dir / 'cluster.json'} is damaged (shards is {value['shards']!r}); {remedy}"
+        )
+    return value
+
+
+def _last_addresses(topology_file: Path) -> list[str]:
+    """The shards' addresses last time; only a hint, so a damaged file is ignored (and said)."""
+    if not topology_file.exists():
+        return []
+    try:
+        return list(read_json(topology_file, ("addresses",), "")["addresses"])
+    except MetadataError:
+        log.warning("%s is damaged; the shards take new ports", topology_file)
+        return []
 
 
 async def supervise(
@@ -128,14 +154,11 @@ async def supervise(
     _check_layout(data_dir, shards)
     topology_file = data_dir / "topology.json"
     processes = [ShardProcess(i, shards, data_dir, topology_file, args) for i in range(shards)]
-    if topology_file.exists():  # the same ports as last time, so clients that knew them still do
-        for process, address in zip(
-            processes, json.loads(topology_file.read_text())["addresses"], strict=False
-        ):
-            process.address = address
+    for process, address in zip(processes, _last_addresses(topology_file), strict=False):
+        process.address = address  # the same ports as last time, so clients that knew them still do
     loop = asyncio.get_running_loop()
     addresses = await asyncio.gather(*(loop.run_in_executor(None, p.start) for p in processes))
-    topology_file.write_text(json.dumps({"addresses": list(addresses)}))
+    write_json(topology_file, {"addresses": list(addresses)})
     topology = Topology(tuple(addresses))
 
     stop = asyncio.Event()

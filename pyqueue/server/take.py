@@ -1,15 +1,17 @@
 """One Take stream: subscribe, then jobs out and acks/failures in, on the same stream.
 
 Two tasks share the stream: the pusher sends jobs whenever the consumer has credit and work, and a
-heartbeat whenever nothing was sent for `heartbeat_s`; the reader takes acks and failures. Acks
-are not awaited one by one: each is submitted at once, so acks from one stream share commits and
-fsyncs. When the stream ends for any reason (the worker closed it, crashed, or its host went
-silent past the keepalive), everything it still holds goes back to ready.
+heartbeat whenever nothing was sent for `heartbeat_s`; the reader takes acks, failures, starts,
+extensions and releases, each naming the attempt by its lease. Acks are not awaited one by one:
+each is submitted at once, so acks from one stream share commits and fsyncs. When the stream ends,
+everything it still holds goes back to the queue by how it ended: a half-close by the worker or
+the server's own shutdown is clean (started jobs were interrupted), anything else is abrupt
+(started jobs were lost); jobs never started are released without an attempt either way.
 """
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -17,9 +19,13 @@ import grpc.aio
 
 from pyqueue.engine import Engine, EngineError, Failure
 from pyqueue.engine.consumer import Consumer
+from pyqueue.engine.model import Outcome, Rejection
 from pyqueue.server.convert import ack_result, fail_result, job_to_pb
 from pyqueue.server.status import EOF, Context, abort
 from pyqueue.v1 import queue_pb2 as pb
+
+_ANSWERS = ("start", "ack", "fail", "extend", "release")
+_CANCEL_GRACE_S = 0.2
 
 
 class TakeStream:
@@ -39,37 +45,46 @@ class TakeStream:
         self._last_sent = time.monotonic()
         self._pending: set[asyncio.Task[Any]] = set()
         self._ending = asyncio.Event()
+        self._clean = False  # the worker half-closed, or the server is stopping
+        self._protocol_error = ""
 
     async def run(self) -> None:
         first = await self.context.read()
         if first is EOF:
             return
-        if first.WhichOneof("kind") != "subscribe":
+        if not first.HasField("subscribe") or any(first.HasField(part) for part in _ANSWERS):
             await self.context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, "the first message on a Take stream must be a subscribe"
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "the first message on a Take stream must be a subscribe, alone",
             )
         try:
             for queue in first.subscribe.queues:
                 self.check_owner(queue)
-            self.consumer = self.engine.consumer(list(first.subscribe.queues), first.subscribe.prefetch)
+            subscribe = first.subscribe
+            self.consumer = self.engine.consumer(
+                list(subscribe.queues), subscribe.prefetch, reports_starts=subscribe.reports_starts
+            )
         except EngineError as exc:
             await abort(self.context, exc)
         reader = asyncio.get_running_loop().create_task(self._read())
         try:
             await self._push(self.consumer)
         finally:
-            # Acks already received are committed before the rest goes back to ready.
+            # Acks already received are committed before the rest goes back to the queue.
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
-            self.consumer.close()
+            self.consumer.close(clean=self._clean)
             if self._pending:
                 await asyncio.gather(*self._pending, return_exceptions=True)
+        if self._protocol_error:
+            await self.context.abort(grpc.StatusCode.INVALID_ARGUMENT, self._protocol_error)
 
     def end(self) -> None:
-        """Server shutdown: stop pushing and let the stream finish."""
+        """Server shutdown: stop pushing and let the stream finish; what it holds was interrupted."""
         self._ending.set()
+        self._clean = True
         if self.consumer is not None:
-            self.consumer.close()
+            self.consumer.close(clean=True)
 
     async def _push(self, consumer: Consumer) -> None:
         while not consumer.closed and not self._ending.is_set():
@@ -87,47 +102,78 @@ class TakeStream:
 
     async def _read(self) -> None:
         assert self.consumer is not None
+        consumer = self.consumer
         try:
             while True:
                 message = await self.context.read()
                 if message is EOF:
+                    # A dead peer's stream also reads as EOF, and is cancelled a moment later.
+                    if not self._clean:
+                        await asyncio.sleep(_CANCEL_GRACE_S)
+                        self._clean = not self.context.cancelled()
                     break
-                kind = message.WhichOneof("kind")
-                if kind == "ack":
-                    self._spawn(self._ack(list(message.ack.ids)))
-                elif kind == "fail":
-                    failures = [
-                        Failure(f.id, f.message, f.error_type, f.backtrace, f.kill, f.retry_at_ms)
-                        for f in message.fail.failures
-                    ]
-                    self._spawn(self._fail(failures))
-                elif kind == "extend":
-                    self._spawn(self.consumer.extend(list(message.extend.ids), message.extend.extend_ms))
-                else:
-                    break  # a second subscribe is a protocol error: end the stream
+                if message.HasField("subscribe"):
+                    self._protocol_error = "a subscribe comes once, as the first message of a Take stream"
+                    self._clean = True
+                    break
+                self._handle(consumer, message)
+                if message.closing:
+                    self._clean = True
         finally:
             if self._pending:
                 await asyncio.gather(*self._pending, return_exceptions=True)
-            self.consumer.close()
+            consumer.close(clean=self._clean)
+
+    def _handle(self, consumer: Consumer, message: pb.TakeRequest) -> None:
+        """One message's parts, in the order the worker lived them: starts, then answers."""
+        if message.HasField("start"):
+            consumer.start(_pairs(message.start))
+        if message.HasField("ack"):
+            self._spawn(self._ack(message.ack))
+        if message.HasField("fail"):
+            self._spawn(self._fail(message.fail))
+        if message.HasField("extend"):
+            self._spawn(consumer.extend(_pairs(message.extend), message.extend.extend_ms))
+        if message.HasField("release"):
+            self._spawn(consumer.hand_back(_pairs(message.release), message.release.delay_ms))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _ack(self, job_ids: list[int]) -> None:
+    async def _ack(self, ack: pb.Ack) -> None:
         assert self.consumer is not None
-        outcome = await self.consumer.ack(job_ids)
+        if len(ack.leases) != len(ack.ids):
+            await self._send(ack_result(_unnamed(ack.ids)))
+            return
+        outcome = await self.consumer.ack(list(zip(ack.ids, ack.leases, strict=True)))
         try:
             await self._send(ack_result(outcome))
         finally:
             # Only now: the worker must never see more than `prefetch` jobs it has not had confirmed.
             self.consumer.release(outcome)
 
-    async def _fail(self, failures: list[Failure]) -> None:
+    async def _fail(self, fail: pb.Fail) -> None:
         assert self.consumer is not None
+        failures = [
+            (Failure(f.id, f.message, f.error_type, f.backtrace, f.kill, f.retry_at_ms), f.lease)
+            for f in fail.failures
+        ]
         outcome = await self.consumer.fail(failures)
         try:
             await self._send(fail_result(outcome))
         finally:
             self.consumer.release(outcome)
+
+
+def _pairs(message: pb.Start | pb.Extend | pb.Release) -> list[tuple[int, int]]:
+    """(id, lease) pairs; a message whose lists differ in length names no attempt and is ignored."""
+    if len(message.leases) != len(message.ids):
+        return []
+    return list(zip(message.ids, message.leases, strict=True))
+
+
+def _unnamed(ids: Sequence[int]) -> Outcome:
+    message = "an ack must name each job's attempt: give as many leases as ids (Job.lease)"
+    return Outcome(done=[], rejected=[Rejection(i, "INVALID_ARGUMENT", message) for i in ids])

@@ -888,8 +888,15 @@ class Subscribe(_message.Message):
 
     QUEUES_FIELD_NUMBER: _builtins.int
     PREFETCH_FIELD_NUMBER: _builtins.int
+    REPORTS_STARTS_FIELD_NUMBER: _builtins.int
     prefetch: _builtins.int
     """Most jobs in flight on this stream at once."""
+    reports_starts: _builtins.bool
+    """The worker sends a Start when it begins running each job. Jobs delivered but not started
+    (prefetched) are then handed back without an attempt when the stream ends, and only a started
+    job counts toward the lost-worker cap. Without it every delivered job counts as started, and
+    its time limit runs from the delivery.
+    """
     @_builtins.property
     def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The queues this worker serves; the most urgent job across all of them comes first."""
@@ -899,10 +906,11 @@ class Subscribe(_message.Message):
         *,
         queues: _abc.Iterable[_builtins.str] | None = ...,
         prefetch: _builtins.int = ...,
+        reports_starts: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["prefetch", b"prefetch", "queues", b"queues"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["prefetch", b"prefetch", "queues", b"queues", "reports_starts", b"reports_starts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -910,23 +918,90 @@ Global___Subscribe: _TypeAlias = Subscribe  # noqa: Y015
 
 @_typing.final
 class Ack(_message.Message):
+    """Every answer about a job names its attempt: `leases[i]` is the lease of the delivery that
+    `ids[i]` answers (Job.lease). An answer for an attempt that is no longer current is refused
+    with FAILED_PRECONDITION. The two lists have the same length.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     IDS_FIELD_NUMBER: _builtins.int
+    LEASES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def leases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
         ids: _abc.Iterable[_builtins.int] | None = ...,
+        leases: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "leases", b"leases"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Ack: _TypeAlias = Ack  # noqa: Y015
+
+@_typing.final
+class Start(_message.Message):
+    """The worker began running these jobs: their time limit (timeout_ms) runs from now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDS_FIELD_NUMBER: _builtins.int
+    LEASES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def leases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        ids: _abc.Iterable[_builtins.int] | None = ...,
+        leases: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "leases", b"leases"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Start: _TypeAlias = Start  # noqa: Y015
+
+@_typing.final
+class Release(_message.Message):
+    """Hand back jobs the worker did not run (started or not): no attempt is counted, nothing is
+    recorded, and the job is ready again at once (or after delay_ms: a worker that cannot run the job's type hands it
+    back with a delay so that it does not come straight back to it).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDS_FIELD_NUMBER: _builtins.int
+    LEASES_FIELD_NUMBER: _builtins.int
+    DELAY_MS_FIELD_NUMBER: _builtins.int
+    delay_ms: _builtins.int
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def leases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        ids: _abc.Iterable[_builtins.int] | None = ...,
+        leases: _abc.Iterable[_builtins.int] | None = ...,
+        delay_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_ms", b"delay_ms", "ids", b"ids", "leases", b"leases"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Release: _TypeAlias = Release  # noqa: Y015
 
 @_typing.final
 class Failure(_message.Message):
@@ -938,6 +1013,7 @@ class Failure(_message.Message):
     BACKTRACE_FIELD_NUMBER: _builtins.int
     KILL_FIELD_NUMBER: _builtins.int
     RETRY_AT_MS_FIELD_NUMBER: _builtins.int
+    LEASE_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     message: _builtins.str
     error_type: _builtins.str
@@ -946,6 +1022,8 @@ class Failure(_message.Message):
     """No more retries: the job becomes dead at once."""
     retry_at_ms: _builtins.int
     """Retry at this time instead of after the backoff (ignored with kill or when retries ran out)."""
+    lease: _builtins.int
+    """The lease of the attempt that failed (Job.lease)."""
     def __init__(
         self,
         *,
@@ -955,10 +1033,11 @@ class Failure(_message.Message):
         backtrace: _builtins.str = ...,
         kill: _builtins.bool = ...,
         retry_at_ms: _builtins.int = ...,
+        lease: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backtrace", b"backtrace", "error_type", b"error_type", "id", b"id", "kill", b"kill", "message", b"message", "retry_at_ms", b"retry_at_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backtrace", b"backtrace", "error_type", b"error_type", "id", b"id", "kill", b"kill", "lease", b"lease", "message", b"message", "retry_at_ms", b"retry_at_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -968,24 +1047,29 @@ Global___Failure: _TypeAlias = Failure  # noqa: Y015
 class Extend(_message.Message):
     """Keep the lease on jobs the worker is still running: their deadline moves to now + extend_ms
     (or now + the job's timeout when extend_ms is 0).
+    The deadline never moves past the attempt's start plus the job's timeout_ms: a time limit holds.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     IDS_FIELD_NUMBER: _builtins.int
     EXTEND_MS_FIELD_NUMBER: _builtins.int
+    LEASES_FIELD_NUMBER: _builtins.int
     extend_ms: _builtins.int
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def leases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
         ids: _abc.Iterable[_builtins.int] | None = ...,
         extend_ms: _builtins.int = ...,
+        leases: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["extend_ms", b"extend_ms", "ids", b"ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["extend_ms", b"extend_ms", "ids", b"ids", "leases", b"leases"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1013,12 +1097,25 @@ Global___Fail: _TypeAlias = Fail  # noqa: Y015
 
 @_typing.final
 class TakeRequest(_message.Message):
+    """What a worker sends. The first message carries only the subscribe; every later one carries
+    any of the rest, all at once (a worker's drained outbox is one message): starts first, then
+    acks, failures, extensions and releases.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SUBSCRIBE_FIELD_NUMBER: _builtins.int
     ACK_FIELD_NUMBER: _builtins.int
     FAIL_FIELD_NUMBER: _builtins.int
     EXTEND_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    RELEASE_FIELD_NUMBER: _builtins.int
+    CLOSING_FIELD_NUMBER: _builtins.int
+    closing: _builtins.bool
+    """The worker ends the stream on purpose (it half-closes next): jobs it started and did not
+    answer were interrupted, not lost. A half-close without it is taken as clean only when the
+    connection is still alive a moment later.
+    """
     @_builtins.property
     def subscribe(self) -> Global___Subscribe: ...
     @_builtins.property
@@ -1027,6 +1124,10 @@ class TakeRequest(_message.Message):
     def fail(self) -> Global___Fail: ...
     @_builtins.property
     def extend(self) -> Global___Extend: ...
+    @_builtins.property
+    def start(self) -> Global___Start: ...
+    @_builtins.property
+    def release(self) -> Global___Release: ...
     def __init__(
         self,
         *,
@@ -1034,14 +1135,15 @@ class TakeRequest(_message.Message):
         ack: Global___Ack | None = ...,
         fail: Global___Fail | None = ...,
         extend: Global___Extend | None = ...,
+        start: Global___Start | None = ...,
+        release: Global___Release | None = ...,
+        closing: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "extend", b"extend", "fail", b"fail", "kind", b"kind", "subscribe", b"subscribe"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "extend", b"extend", "fail", b"fail", "release", b"release", "start", b"start", "subscribe", b"subscribe"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "extend", b"extend", "fail", b"fail", "kind", b"kind", "subscribe", b"subscribe"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "closing", b"closing", "extend", b"extend", "fail", b"fail", "release", b"release", "start", b"start", "subscribe", b"subscribe"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["subscribe", "ack", "fail", "extend"]  # noqa: Y015
-    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
-    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TakeRequest: _TypeAlias = TakeRequest  # noqa: Y015
 

@@ -1,12 +1,19 @@
-"""`Worker`: one Take stream per process; sync handlers in a thread pool, async ones on the loop.
+"""`Worker`: one Take stream per process; sync handlers in threads (or child processes), async
+ones on the loop.
 
-- at most `concurrency` handlers run at once; the stream's prefetch is 4x that, so the next jobs are
-  already here while earlier acks wait for their fsync (as Celery's prefetch multiplier);
-- an exception fails the job with its type, message and traceback; `Retry` and `Kill` do what they
-  say; a job with a timeout has its lease extended while it runs;
+- a job is taken from the stream only when a slot is free, and taking it starts it (the server is
+  told): the stream's prefetch (4x concurrency) waits here unstarted, and is handed back without
+  an attempt when the worker stops;
+- each attempt runs under the job's time limit (see execute.py): past it an async handler is
+  cancelled, a sync thread abandoned, a child process killed, and the attempt fails;
+- an exception fails the job with its type, message and traceback, logged at WARNING; `Retry` and
+  `Kill` do what they say;
+- a job whose type this app does not know is handed back (no attempt) with a delay, so that a
+  worker that knows it can take it, and the worker logs it once per type;
 - the stream is reopened with backoff when the server goes away (and the worker says so);
-- SIGTERM/SIGINT: stop taking, let running jobs finish within the grace period and ack them, exit
-  0; a second signal exits at once (the server returns unfinished jobs to the queue).
+- SIGTERM/SIGINT: stop taking, let running jobs finish within the grace period and answer them,
+  then close the stream cleanly: jobs still running are handed back as interrupted (never lost),
+  jobs not started without an attempt. A second signal exits at once.
 """
 
 import asyncio
@@ -14,16 +21,25 @@ import contextlib
 import logging
 import os
 import signal
+import sys
+import threading
 import time
-import traceback
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
-from pyqueue.app import App, Kill, Retry
+from pyqueue.app import App, JobFunction
 from pyqueue.client import AsyncClient, AsyncTakeStream, Job
 from pyqueue.errors import PyQueueError
+from pyqueue.worker.execute import Outcome, execute, thread_runner
+from pyqueue.worker.pool import ProcessPool
 
 log = logging.getLogger("pyqueue.worker")
+
+# Threads abandoned past their time limit keep running; the pool may grow by this many beyond the
+# concurrency so that a freed slot always finds a thread.
+_SPARE_THREADS = 1000
 
 
 @dataclass(frozen=True)
@@ -33,6 +49,11 @@ class WorkerConfig:
     prefetch_multiplier: int = 4
     grace_s: float = 30.0
     reconnect_max_s: float = 10.0
+    pool: str = "thread"  # or "process": each job in a child process, killed past its limit
+    target: str = ""  # MODULE:APP, for the process pool's children
+    unknown_delay_s: float = 30.0  # a job of a type this app lacks comes back after this
+    log_jobs: bool = False  # one INFO line per finished job
+    summary_s: float = 60.0  # one INFO summary line this often (0: never)
 
 
 class Worker:
@@ -41,10 +62,19 @@ class Worker:
         self.config = config
         self.queues = list(config.queues or app.queues or ["default"])
         self.stopping = asyncio.Event()
-        self.ran = 0
-        self.failed = 0
+        self.counts: Counter[str] = Counter()
         self._signals = 0
         self._slots = asyncio.Semaphore(config.concurrency)
+        self._unknown_logged: set[str] = set()
+        self._pool: ProcessPool | None = None
+
+    @property
+    def ran(self) -> int:
+        return self.counts["ok"]
+
+    @property
+    def failed(self) -> int:
+        return sum(n for kind, n in self.counts.items() if kind in ("error", "kill", "timeout"))
 
     def _on_signal(self) -> None:
         self._signals += 1
@@ -55,7 +85,7 @@ class Worker:
             )
             self.stopping.set()
         else:
-            log.warning("exiting at once; the server returns unfinished jobs to the queue")
+            log.warning("exiting at once; the server hands back unfinished jobs")
             logging.shutdown()
             os._exit(1)
 
@@ -63,13 +93,32 @@ class Worker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
-        self.app.executor = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="pyqueue-job")
+        self.app.executor = ThreadPoolExecutor(
+            self.config.concurrency + _SPARE_THREADS, thread_name_prefix="pyqueue-job"
+        )
+        if self.config.pool == "process":
+            self._pool = ProcessPool(self.config.target, self.config.concurrency)
+            self._pool.start()
         log.info(
-            "worker serving %s with concurrency %d on %s",
+            "worker serving %s with concurrency %d (%s pool) on %s",
             ",".join(self.queues),
             self.config.concurrency,
+            self.config.pool,
             self.app.address,
         )
+        summary = loop.create_task(self._summaries()) if self.config.summary_s > 0 else None
+        try:
+            await self._serve()
+        finally:
+            if summary is not None:
+                summary.cancel()
+            if self._pool is not None:
+                self._pool.stop()
+            self.app.executor.shutdown(wait=False, cancel_futures=True)
+        log.info("worker stopped: %s", self._summary())
+        return 0
+
+    async def _serve(self) -> None:
         delay = 0.1
         while not self.stopping.is_set():
             try:
@@ -87,88 +136,154 @@ class Worker:
                 log.warning("lost the server (%s: %s); reconnecting in %.1fs", exc.code.name, exc, delay)
                 await _sleep_unless(self.stopping, delay)
                 delay = min(delay * 2, self.config.reconnect_max_s)
-        self.app.executor.shutdown(wait=False, cancel_futures=True)
-        log.info("worker stopped: %d jobs ran, %d failed", self.ran, self.failed)
-        return 0
 
     async def _consume(self, stream: AsyncTakeStream) -> None:
         running: set[asyncio.Task[None]] = set()
         stop = asyncio.ensure_future(self.stopping.wait())
         try:
             while not self.stopping.is_set():
-                taking = asyncio.ensure_future(stream.next())
-                await asyncio.wait({taking, stop}, return_when=asyncio.FIRST_COMPLETED)
-                if not taking.done():
-                    taking.cancel()
+                # A slot first, then the job: taking a job starts it.
+                if not await _first(self._slots.acquire(), stop, on_lost=self._slots.release):
                     break
-                job = taking.result()
+                job = await _first(stream.next(), stop)
+                if job is False:
+                    self._slots.release()
+                    break
                 if job is None:
+                    self._slots.release()
                     raise PyQueueError("the take stream ended")
                 task = asyncio.ensure_future(self._run(stream, job))
                 running.add(task)
                 task.add_done_callback(running.discard)
         finally:
             stop.cancel()
-            if running:
-                _, late = await asyncio.wait(running, timeout=self.config.grace_s)
-                for task in late:
-                    task.cancel()
-                if late:
-                    log.warning(
-                        "%d jobs did not finish within the grace period; the server requeues them", len(late)
-                    )
+            await self._finish(running)
+
+    async def _finish(self, running: set["asyncio.Task[None]"]) -> None:
+        if not running:
+            return
+        _, late = await asyncio.wait(running, timeout=self.config.grace_s)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.gather(*late, return_exceptions=True)
+            log.warning(
+                "%d jobs did not finish within the %.0fs grace period; they go back to the queue "
+                "as interrupted",
+                len(late),
+                self.config.grace_s,
+            )
 
     async def _run(self, stream: AsyncTakeStream, job: Job) -> None:
         function = self.app.resolve(job.type)
+        if function is None:
+            self._slots.release()
+            self._hand_back_unknown(stream, job)
+            return
         started = time.perf_counter()
-        keeper = asyncio.ensure_future(_keep_lease(stream, job)) if job.timeout_ms else None
         try:
-            if function is None:
-                raise LookupError(f"no job function named {job.type!r} in this worker's app")
-            async with self._slots:  # bounds running handlers; acks below wait outside it
-                await function.run(job.payload)
-        except Retry as retry:
-            at = retry.run_at.timestamp() if retry.run_at else time.time() + (retry.delay or 0)
-            await self._settle(
-                stream.fail(job.id, str(retry), error_type="Retry", retry_at_ms=int(at * 1000)), job
-            )
-        except Kill as kill:
-            self.failed += 1
-            await self._settle(stream.fail(job.id, str(kill), kill=True, error_type="Kill"), job)
-        except Exception as exc:
-            self.failed += 1
-            log.debug("job %d (%s) failed: %r", job.id, job.type, exc)
-            await self._settle(
-                stream.fail(
-                    job.id,
-                    str(exc) or repr(exc),
-                    error_type=type(exc).__qualname__,
-                    backtrace=traceback.format_exc(),
-                ),
-                job,
-            )
-        else:
-            self.ran += 1
-            log.debug("job %d (%s) done in %.1f ms", job.id, job.type, (time.perf_counter() - started) * 1000)
-            await self._settle(stream.ack(job.id), job)
+            outcome = await execute(self._runner(function), job.payload, job.timeout_ms)
         finally:
-            if keeper is not None:
-                keeper.cancel()
+            self._slots.release()  # the slot is free once the handler is; the answer waits outside it
+        self.counts[outcome.kind] += 1
+        self._log(job, function, outcome, (time.perf_counter() - started) * 1000)
+        if outcome.kind == "ok":
+            await self._settle(stream.ack(job), job)
+        else:
+            answer = stream.fail(
+                job,
+                outcome.message,
+                kill=outcome.kind == "kill",
+                error_type=outcome.error_type,
+                backtrace=outcome.backtrace,
+                retry_at_ms=outcome.retry_at_ms,
+            )
+            await self._settle(answer, job)
 
-    async def _settle(
-        self, answer: "asyncio.Future[object] | asyncio.Future[None] | asyncio.Future[str]", job: Job
-    ) -> None:
+    def _runner(self, function: JobFunction[Any, Any]) -> Any:
+        if self._pool is not None:
+            pool, name = self._pool, function.name
+            return lambda payload: pool.call(name, payload)
+        return thread_runner(function, self.app.executor)
+
+    def _hand_back_unknown(self, stream: AsyncTakeStream, job: Job) -> None:
+        self.counts["unknown"] += 1
+        if job.type not in self._unknown_logged:
+            self._unknown_logged.add(job.type)
+            log.error(
+                "no job function named %r in this worker's app (it has: %s); handing such jobs back "
+                "without an attempt, for a worker that knows them (they come back after %.0fs)",
+                job.type,
+                ", ".join(sorted(self.app.jobs)) or "none",
+                self.config.unknown_delay_s,
+            )
+        stream.release(job, int(self.config.unknown_delay_s * 1000))
+
+    def _log(self, job: Job, function: JobFunction[Any, Any], outcome: Outcome, ms: float) -> None:
+        what = f"job {job.id} ({job.type}) attempt {job.attempts}"
+        if outcome.kind == "timeout":
+            how = (
+                "its process was killed"
+                if self._pool is not None
+                else "it was cancelled"
+                if function.is_async
+                else "its thread is abandoned and runs on"
+            )
+            log.warning("%s %s; %s", what, outcome.message, how)
+        elif outcome.kind == "kill":
+            log.warning("%s killed by its handler: %s", what, outcome.message)
+        elif outcome.kind == "error":
+            # The traceback as the handler raised it (in a child process: as text).
+            log.warning(
+                "%s failed: %s: %s\n%s", what, outcome.error_type, outcome.message, outcome.backtrace.rstrip()
+            )
+        if self.config.log_jobs:
+            log.info("%s %s in %.1f ms", what, "done" if outcome.kind == "ok" else outcome.kind, ms)
+
+    def _summary(self) -> str:
+        c = self.counts
+        return (
+            f"{c['ok']} done, {c['error'] + c['kill']} failed, {c['timeout']} timed out, "
+            f"{c['retry']} retried, {c['unknown']} handed back (unknown type)"
+        )
+
+    async def _summaries(self) -> None:
+        last: Counter[str] = Counter()
+        while True:
+            await asyncio.sleep(self.config.summary_s)
+            if self.counts != last:
+                log.info("last %.0fs: %s", self.config.summary_s, _delta_summary(self.counts, last))
+                last = Counter(self.counts)
+
+    async def _settle(self, answer: "asyncio.Future[Any]", job: Job) -> None:
         try:
             await answer
         except PyQueueError as exc:
             log.warning("job %d (%s): the server refused the outcome: %s", job.id, job.type, exc)
 
 
-async def _keep_lease(stream: AsyncTakeStream, job: Job) -> None:
-    """Extend the lease at half the timeout for as long as the job runs."""
-    while True:
-        await asyncio.sleep(job.timeout_ms / 2000)
-        stream.extend([job.id])
+def _delta_summary(now: Counter[str], before: Counter[str]) -> str:
+    d = Counter(now)
+    d.subtract(before)
+    return (
+        f"{d['ok']} done, {d['error'] + d['kill']} failed, {d['timeout']} timed out, "
+        f"{d['retry']} retried, {d['unknown']} handed back (unknown type)"
+    )
+
+
+async def _first(work: Any, stop: "asyncio.Future[Any]", on_lost: Any = None) -> Any:
+    """The result of `work`, or False when `stop` came first (work is cancelled; `on_lost` undoes
+    a result that arrived anyway)."""
+    task = asyncio.ensure_future(work)
+    await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+        if on_lost is not None:
+            on_lost()  # it completed before the cancel reached it
+    return False
 
 
 async def _sleep_unless(event: asyncio.Event, seconds: float) -> None:
@@ -181,5 +296,15 @@ def run_worker(app: App, config: WorkerConfig) -> int:
     try:
         import uvloop
     except ImportError:  # pragma: no cover
-        return asyncio.run(worker.run())
-    return uvloop.run(worker.run())
+        code = asyncio.run(worker.run())
+    else:
+        code = uvloop.run(worker.run())
+    abandoned = [t for t in threading.enumerate() if t.name.startswith("pyqueue-job") and t.is_alive()]
+    if abandoned:
+        # Handlers past their limit or the grace period: the interpreter would wait for them at exit.
+        log.warning("exiting with %d job threads still running (abandoned)", len(abandoned))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -43,10 +43,26 @@ def again_soon() -> None:
     raise pyqueue.Retry(delay=3600, reason="come back in an hour")
 
 
-@app.job(queue="work", timeout=0.6)
-def slow(seconds: float) -> None:
-    time.sleep(seconds)  # longer than the timeout: the worker must keep extending the lease
-    record(f"slow {seconds}")
+@app.job(queue="work", timeout=1.5)
+def within_limit(n: int, seconds: float) -> None:
+    """Each run fits its limit; run one at a time, the last ones wait longer than the limit to
+    start: the limit must count from the start, not from the delivery."""
+    time.sleep(seconds)
+    record(f"within {n}")
+
+
+@app.job(queue="work", timeout=1, retries=0)
+def sync_overrun(seconds: float) -> None:
+    record("sync overrun started")
+    time.sleep(seconds)
+    record("sync overrun finished")  # the thread runs on, abandoned; its result is ignored
+
+
+@app.job(queue="work", timeout=1, retries=0)
+async def async_overrun(seconds: float) -> None:
+    record("async overrun started")
+    await asyncio.sleep(seconds)
+    record("async overrun finished")  # never: the handler is cancelled at its limit
 
 
 @app.job(queue="work")

@@ -48,3 +48,18 @@ def test_errors_are_clear(server) -> None:  # type: ignore[no-untyped-def]
     assert "NOT_FOUND" in run(server, "job", "42", ok=False).stderr
     assert "not valid JSON" in run(server, "enqueue", "t", "--payload", "{", ok=False).stderr
     assert "INVALID_ARGUMENT" in run(server, "enqueue", "t", "--priority", "70000", ok=False).stderr
+
+
+def test_check_is_clean_on_a_store_with_a_paused_queue(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    client.enqueue_many([{"type": "t", "queue": "held"} for _ in range(3)])
+    client.enqueue("t", queue="other")
+    client.pause("held")
+    server.stop()
+    out = subprocess.run(
+        [sys.executable, "-m", "pyqueue", "check", "--data-dir", str(server.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ok:" in out.stdout

@@ -61,7 +61,9 @@ class History:
 
     def _in_flight_at_a_crash(self, payload: int, t0: float, t1: float) -> bool:
         acked = self.ack_confirmed.get(payload)
-        return any(t0 <= end and t1 >= start and (acked is None or acked >= start) for start, end in self.crashes)
+        return any(
+            t0 <= end and t1 >= start and (acked is None or acked >= start) for start, end in self.crashes
+        )
 
 
 class Load:

@@ -61,7 +61,7 @@ class PowerCuttableDisk:
             self.proc.kill()
 
 
-def crash_points(tmp_path: Path, mode: str, cuts: int, seed: int) -> dict[str, int]:
+def crash_points(tmp_path: Path, mode: str, cuts: int, seed: int, shards: int = 1) -> dict[str, int]:
     rng = random.Random(seed)
     disk = PowerCuttableDisk(tmp_path)
     acknowledged: dict[int, int] = {}  # job id -> payload
@@ -71,7 +71,9 @@ def crash_points(tmp_path: Path, mode: str, cuts: int, seed: int) -> dict[str, i
     try:
         for _ in range(cuts):
             disk.mount()
-            server = ServerProcess(disk.mountpoint / "data", "--commit-mode", mode).start()
+            server = ServerProcess(
+                disk.mountpoint / "data", "--commit-mode", mode, "--shards", str(shards)
+            ).start()
             stop = threading.Event()
 
             def produce(address: str, stop: threading.Event) -> None:
@@ -96,7 +98,9 @@ def crash_points(tmp_path: Path, mode: str, cuts: int, seed: int) -> dict[str, i
                 p.join(10)
             disk.cut_power()
         disk.mount()
-        server = ServerProcess(disk.mountpoint / "data", "--commit-mode", mode).start()
+        server = ServerProcess(
+            disk.mountpoint / "data", "--commit-mode", mode, "--shards", str(shards)
+        ).start()
         with pyqueue.Client(server.address) as client:
             for job_id, payload in acknowledged.items():
                 try:
@@ -116,6 +120,16 @@ def crash_points(tmp_path: Path, mode: str, cuts: int, seed: int) -> dict[str, i
 def test_fsync_mode_loses_nothing_acknowledged_at_power_cuts(tmp_path: Path) -> None:
     result = crash_points(tmp_path, "fsync", CUTS, seed=11)
     print(f"\npower loss, fsync mode: {result}")
+    assert result["acknowledged"] > 50, result
+    assert result["lost"] == 0, result
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60 + 20 * CUTS)
+def test_two_shards_restart_and_lose_nothing_acknowledged_at_power_cuts(tmp_path: Path) -> None:
+    # The shards' stores and the supervisor's metadata files (cluster.json, topology.json) alike.
+    result = crash_points(tmp_path, "fsync", max(CUTS // 2, 3), seed=13, shards=2)
+    print(f"\npower loss, fsync mode, 2 shards: {result}")
     assert result["acknowledged"] > 50, result
     assert result["lost"] == 0, result
 

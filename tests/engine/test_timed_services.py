@@ -75,8 +75,9 @@ async def test_failures_retry_after_the_backoff_then_die_with_their_history(
         consumer = engine.consumer(["q"], 1)
         (delivered,) = await consumer.next_jobs(0.5)
         assert delivered.record.attempts == attempt
-        outcome = await consumer.fail([Failure(job_id, f"boom {attempt}", "ValueError", "trace")])
-        consumer.close()
+        failure = Failure(job_id, f"boom {attempt}", "ValueError", "trace")
+        outcome = await consumer.fail([(failure, delivered.record.lease)])
+        consumer.close(clean=True)
         record = engine.get_job(job_id).record
         if attempt < 3:
             assert record.status == Status.SCHEDULED
@@ -97,7 +98,7 @@ async def test_failures_retry_after_the_backoff_then_die_with_their_history(
 async def test_reaper_fails_an_attempt_whose_lease_ran_out(engine: Engine, clock: FakeClock) -> None:
     (job_id,) = await add(engine, job(engine, timeout_ms=2_000))
     consumer = engine.consumer(["q"], 1)
-    assert len(await consumer.next_jobs(0.5)) == 1
+    (delivered,) = await consumer.next_jobs(0.5)
     reaper = engine.services[1]
     clock.now += 1_999
     assert await reaper.run_once() == 0
@@ -106,28 +107,44 @@ async def test_reaper_fails_an_attempt_whose_lease_ran_out(engine: Engine, clock
     record = engine.get_job(job_id).record
     assert record.status == Status.SCHEDULED
     assert engine.list_errors(job_id)[0].kind == "timeout"
-    late = await consumer.ack([job_id])
+    late = await consumer.ack([(job_id, delivered.record.lease)])
     assert late.done == [] and late.rejected[0].code == "FAILED_PRECONDITION"
 
 
-async def test_an_extended_lease_is_not_reaped(engine: Engine, clock: FakeClock) -> None:
+async def test_an_extension_never_outlives_the_time_limit(engine: Engine, clock: FakeClock) -> None:
     (job_id,) = await add(engine, job(engine, timeout_ms=2_000))
-    consumer = engine.consumer(["q"], 1)
-    await consumer.next_jobs(0.5)
-    clock.now += 1_500
-    assert await consumer.extend([job_id], 0) == [job_id]
-    clock.now += 1_000
-    await engine.services[1].run_once()  # takes the old deadline, which no longer matches
-    assert engine.get_job(job_id).record.status == Status.IN_FLIGHT
-    assert engine.list_errors(job_id) == []
-    assert (await consumer.ack([job_id])).done == [(job_id, Status.COMPLETED)]
+    consumer = engine.consumer(["q"], 1)  # reports no starts: the attempt starts at delivery
+    (delivered,) = await consumer.next_jobs(0.5)
+    attempt = (job_id, delivered.record.lease)
+    clock.now += 500
+    assert await consumer.extend([attempt], 60_000) == []  # capped at start + 2 s: nothing moves
+    assert engine.get_job(job_id).record.expires_ms == T0 + 2_000
+    clock.now = T0 + 1_999
+    assert await engine.services[1].run_once() == 0
+    clock.now = T0 + 2_000
+    assert await engine.services[1].run_once() == 1
+    assert engine.list_errors(job_id)[0].kind == "timeout"
+    assert (await consumer.ack([attempt])).rejected[0].code == "FAILED_PRECONDITION"
+
+
+async def test_the_time_limit_runs_from_the_start_when_starts_are_reported(
+    engine: Engine, clock: FakeClock
+) -> None:
+    (job_id,) = await add(engine, job(engine, timeout_ms=2_000))
+    consumer = engine.consumer(["q"], 1, reports_starts=True)
+    (delivered,) = await consumer.next_jobs(0.5)
+    assert delivered.record.expires_ms == 0, "prefetched: no deadline until it starts"
+    clock.now += 5_000
+    consumer.start([(job_id, delivered.record.lease)])
+    await engine.wait_background()
+    assert engine.get_job(job_id).record.expires_ms == clock.now + 2_000
 
 
 async def test_purger_deletes_dead_jobs_when_their_retention_ends(engine: Engine, clock: FakeClock) -> None:
     (job_id,) = await add(engine, job(engine))
     consumer = engine.consumer(["q"], 1)
-    await consumer.next_jobs(0.5)
-    await consumer.fail([Failure(job_id, "fatal", kill=True)])
+    (delivered,) = await consumer.next_jobs(0.5)
+    await consumer.fail([(Failure(job_id, "fatal", kill=True), delivered.record.lease)])
     purger = engine.services[2]
     assert await purger.run_once() == 0
     clock.now += 60_000
@@ -140,8 +157,8 @@ async def test_purger_deletes_dead_jobs_when_their_retention_ends(engine: Engine
 async def test_completed_jobs_kept_for_their_retention(engine: Engine, clock: FakeClock) -> None:
     (job_id,) = await add(engine, job(engine, keep_completed_ms=5_000))
     consumer = engine.consumer(["q"], 1)
-    await consumer.next_jobs(0.5)
-    await consumer.ack([job_id])
+    (delivered,) = await consumer.next_jobs(0.5)
+    await consumer.ack([(job_id, delivered.record.lease)])
     assert engine.get_job(job_id).record.status == Status.COMPLETED
     clock.now += 5_000
     assert await engine.services[2].run_once() == 1

@@ -105,13 +105,15 @@ def test_ack_of_a_job_not_held_is_rejected_per_job(small) -> None:  # type: igno
     requests = iter(
         [
             pb.TakeRequest(subscribe=pb.Subscribe(queues=["other"], prefetch=1)),
-            pb.TakeRequest(ack=pb.Ack(ids=[job_id])),
+            pb.TakeRequest(ack=pb.Ack(ids=[job_id], leases=[1])),
+            pb.TakeRequest(ack=pb.Ack(ids=[job_id])),  # no lease: names no attempt
         ]
     )
     responses = small.Take(requests, timeout=10)
-    result = next(r for r in responses if r.WhichOneof("kind") == "ack_result").ack_result
-    assert list(result.acked) == []
-    assert result.rejected[0].id == job_id
-    assert result.rejected[0].code == "FAILED_PRECONDITION"
+    results = (r.ack_result for r in responses if r.WhichOneof("kind") == "ack_result")
+    for code in ("FAILED_PRECONDITION", "INVALID_ARGUMENT"):
+        result = next(results)
+        assert list(result.acked) == []
+        assert (result.rejected[0].id, result.rejected[0].code) == (job_id, code)
     responses.cancel()
     assert small.GetJob(pb.GetJobRequest(id=job_id), timeout=10).status == pb.JOB_STATUS_READY

@@ -35,7 +35,7 @@ def test_enqueue_answers_during_rebuild_then_every_job_is_taken(tmp_path) -> Non
                     job = stream.next(timeout=20)
                     assert job is not None, f"only {len(got)} jobs came after the rebuild"
                     got.add(job.id)
-                    stream.ack(job.id)
+                    stream.ack(job)
                 assert late in got
         # The snapshot predates the late enqueue, which reached the ready set by its own path.
         assert "100000 ready" in server.wait_for("rebuilt the in-memory sets")

@@ -50,7 +50,7 @@ def test_100_queues_over_4_shards_keep_order_within_each_queue(sharded: ServerPr
                 job = stream.next(timeout=10)
                 assert job is not None
                 delivered[job.queue].append(job.id)
-                stream.ack(job.id)
+                stream.ack(job)
             assert stream.next(timeout=0.3) is None
         assert delivered == expected
         assert client.count_jobs() == 0
@@ -184,7 +184,9 @@ def test_the_asyncio_client_takes_across_shards(sharded: ServerProcess) -> None:
         async with pyqueue.AsyncClient(sharded.address) as client:
             topology = (await client.routes()).topology
             assert topology is not None
-            queues = [next(f"a{i}" for i in range(200) if topology.shard_of_queue(f"a{i}") == s) for s in range(4)]
+            queues = [
+                next(f"a{i}" for i in range(200) if topology.shard_of_queue(f"a{i}") == s) for s in range(4)
+            ]
             jobs = await client.enqueue_many([{"type": "t", "queue": q} for q in queues for _ in range(3)])
             got = set()
             async with client.take(queues, prefetch=4) as stream:
@@ -192,8 +194,61 @@ def test_the_asyncio_client_takes_across_shards(sharded: ServerProcess) -> None:
                     job = await stream.next(timeout=10)
                     assert job is not None
                     got.add(job.id)
-                    await stream.ack(job.id)
+                    await stream.ack(job)
             return {j.id for j in jobs}, got, await client.count_jobs()
 
     enqueued, taken, left = asyncio.run(run())
     assert taken == enqueued and {shard_of_job(i) for i in taken} == {0, 1, 2, 3} and left == 0
+
+
+def test_bulk_changes_by_id_report_each_ids_true_outcome(sharded: ServerProcess) -> None:
+    with pyqueue.Client(sharded.address) as client:
+        jobs = client.enqueue_many([{"type": "t", "queue": f"q{i}"} for i in range(8)])
+        ids = [j.id for j in jobs]
+        assert len({shard_of_job(i) for i in ids}) > 1
+        updated = client.update_jobs({"priority": 7}, ids=ids[:4])
+        assert sorted(updated.changed) == sorted(ids[:4]) and updated.rejected == []
+        missing = ids[0] + (1 << 40)  # an id on a shard that has no such job
+        deleted = client.delete_jobs(ids=[*ids[4:], missing])
+        assert sorted(deleted.changed) == sorted(ids[4:])
+        assert [(r.id, r.code) for r in deleted.rejected] == [(missing, "NOT_FOUND")]
+
+
+def test_the_cli_deletes_by_filter_across_shards_and_exits_0(sharded: ServerProcess) -> None:
+    with pyqueue.Client(sharded.address) as client:
+        client.enqueue_many([{"type": "t", "queue": f"q{i}"} for i in range(12)])
+    out = subprocess.run(
+        [*sharded.command, "--address", sharded.address, "delete", "--status", "ready", "--yes"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "12 changed, 0 refused" in out.stdout
+    with pyqueue.Client(sharded.address) as client:
+        assert client.count_jobs() == 0
+
+
+@pytest.mark.parametrize("damage", [b"", b"{not json", b'{"slots": 1024}'])
+def test_a_damaged_cluster_file_is_a_clear_error(tmp_path: Path, damage: bytes) -> None:
+    server = ServerProcess(tmp_path / "data", "--shards", "2").start()
+    server.stop()
+    (tmp_path / "data" / "cluster.json").write_bytes(damage)
+    again = subprocess.run(
+        [
+            *server.command,
+            "serve",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--shards",
+            "2",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode != 0
+    assert "cluster.json is damaged" in again.stderr and '{"shards": 2, "slots": 1024}' in again.stderr
+    assert "Traceback" not in again.stderr

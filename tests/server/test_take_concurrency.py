@@ -32,7 +32,7 @@ def test_four_streams_share_ten_thousand_jobs(client: pyqueue.Client, server) ->
                 pending = [(i, f) for i, f in pending if not (f.done() and unconfirmed.discard(i) is None)]
                 unconfirmed.add(job.id)
                 max_unconfirmed[n] = max(max_unconfirmed[n], len(unconfirmed))
-                pending.append((job.id, stream.ack(job.id)))
+                pending.append((job.id, stream.ack(job)))
                 with lock:
                     total[0] += 1
                     if total[0] == JOBS:

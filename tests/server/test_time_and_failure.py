@@ -162,17 +162,18 @@ def test_timeout_moves_the_job_on_and_refuses_the_late_ack(
         client.get_job(job_id)
 
 
-def test_extending_the_lease_keeps_a_long_job(client: pyqueue.Client) -> None:
-    job_id = client.enqueue("t", timeout=0.6).id
+def test_an_extension_keeps_a_job_only_up_to_its_time_limit(client: pyqueue.Client) -> None:
+    job_id = client.enqueue("t", timeout=1.0, max_retries=0).id
     with client.take("default") as stream:
         job = stream.next(timeout=5)
         assert job is not None
-        for _ in range(5):
-            time.sleep(0.3)  # the "work"; the extension keeps the lease alive
-            job.extend()
-        job.ack()
-    with pytest.raises(pyqueue.NotFound):
-        client.get_job(job_id)
+        job.extend(0.5)  # a short lease within the limit is granted
+        job.extend(3600)  # but never past the start plus the job's timeout
+        assert wait_for_status(client, job_id, {"dead"}) == "dead"
+        (error,) = client.job_errors(job_id)
+        assert error.kind == "timeout"
+        with pytest.raises(pyqueue.FailedPrecondition):
+            job.ack()
 
 
 def test_retention_keeps_completed_jobs_then_purges_them(tmp_path) -> None:  # type: ignore[no-untyped-def]

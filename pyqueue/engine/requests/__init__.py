@@ -11,24 +11,25 @@ in-memory sets mere hints.
 """
 
 from pyqueue.engine.requests.base import Request, Transitions, check_lease, write_error
+from pyqueue.engine.requests.handback import HandBack
 from pyqueue.engine.requests.producers import Enqueue
 from pyqueue.engine.requests.steering import DeleteJobs, PauseQueue, UpdateJobs
 from pyqueue.engine.requests.timed import Promote, Purge, Snapshot, Timeout
-from pyqueue.engine.requests.workers import Ack, Claim, Extend, Fail, Holder, Requeue
+from pyqueue.engine.requests.workers import Ack, Claim, Fail, Holder, SetDeadlines
 
 __all__ = [
     "Ack",
     "Claim",
     "DeleteJobs",
     "Enqueue",
-    "Extend",
     "Fail",
+    "HandBack",
     "Holder",
     "PauseQueue",
     "Promote",
     "Purge",
     "Request",
-    "Requeue",
+    "SetDeadlines",
     "Snapshot",
     "Timeout",
     "Transitions",

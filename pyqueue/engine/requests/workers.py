@@ -1,4 +1,4 @@
-"""What a Take stream's worker causes: claim, ack, fail, extend, and the requeue when it is lost."""
+"""What a Take stream's worker causes: claim, ack, fail, and moving a lease deadline (start, extend)."""
 
 import random
 from collections.abc import Sequence
@@ -16,6 +16,7 @@ class Holder(Protocol):
     """What a claimer must provide: the queues it serves and where its leases are recorded."""
 
     queues: tuple[str, ...]
+    reports_starts: bool  # then the time limit runs from the start, not from the delivery
 
     def delivered(self, records: Sequence[JobRecord]) -> None: ...
 
@@ -41,7 +42,8 @@ class Claim(Request):
             record.status = Status.IN_FLIGHT
             record.attempts += 1
             record.lease = (record.lease + 1) & 0xFFFFFFFF
-            record.expires_ms = view.now_ms + record.timeout_ms if record.timeout_ms else 0
+            timed = record.timeout_ms and not self.holder.reports_starts
+            record.expires_ms = view.now_ms + record.timeout_ms if timed else 0
             view.save(record, before)
             # A snapshot: the writer may change the cached record again while the loop sends this one.
             self.taken.append(record.clone())
@@ -61,7 +63,7 @@ class Ack(Transitions):
     """Complete jobs in flight on one stream: delete them with every index entry (or keep them
     completed for their retention), in one batch."""
 
-    def __init__(self, leases: Sequence[tuple[int, int | None]], memory: Memory, policy: RetryPolicy) -> None:
+    def __init__(self, leases: Sequence[tuple[int, int]], memory: Memory, policy: RetryPolicy) -> None:
         super().__init__(memory)
         self.leases = leases
         self.policy = policy
@@ -87,7 +89,7 @@ class Fail(Transitions):
 
     def __init__(
         self,
-        failures: Sequence[tuple[Failure, int | None]],
+        failures: Sequence[tuple[Failure, int]],
         memory: Memory,
         policy: RetryPolicy,
         rng: random.Random | None = None,
@@ -113,74 +115,31 @@ class Fail(Transitions):
         self.result = outcome
 
 
-class Extend(Request):
-    """Move the lease deadline of jobs a worker is still running."""
+class SetDeadlines(Request):
+    """Move lease deadlines of attempts in flight: at a start (the time limit runs from there) or
+    an extension. The caller has already capped each at the attempt's start plus its timeout."""
 
     needs_sync = False
 
-    def __init__(self, leases: Sequence[tuple[int, int | None]], extend_ms: int, memory: Memory) -> None:
+    def __init__(self, deadlines: Sequence[tuple[int, int, int]], memory: Memory) -> None:
         super().__init__()
-        self.leases = leases
-        self.extend_ms = extend_ms
+        self.deadlines = deadlines
         self.memory = memory
-        self.extended: list[JobRecord] = []
+        self.moved: list[JobRecord] = []
 
     def apply(self, view: BatchView) -> None:
-        records = view.records([job_id for job_id, _ in self.leases])
-        for (job_id, lease), record in zip(self.leases, records, strict=True):
+        records = view.records([job_id for job_id, _, _ in self.deadlines])
+        for (job_id, lease, deadline), record in zip(self.deadlines, records, strict=True):
             if check_lease(record, job_id, lease) is not None:
                 continue
             assert record is not None
-            span = self.extend_ms or record.timeout_ms
-            if not span:
+            if record.expires_ms == deadline:
                 continue
             before = indexed(record)
-            record.expires_ms = view.now_ms + span
+            record.expires_ms = deadline
             view.save(record, before)
-            self.extended.append(record.clone())
-        self.result = [r.id for r in self.extended]
+            self.moved.append(record.clone())
+        self.result = [r.id for r in self.moved]
 
     def on_commit(self) -> None:
-        self.memory.became_in_flight(self.extended)
-
-
-class Requeue(Transitions):
-    """In flight back to ready: its stream ended (worker lost), or the server restarted. A job
-    that has now taken down `max_worker_losses` workers is dead instead of looping forever."""
-
-    needs_sync = False
-
-    def __init__(
-        self,
-        leases: Sequence[tuple[int, int | None]],
-        memory: Memory,
-        policy: RetryPolicy,
-        *,
-        worker_lost: bool,
-    ) -> None:
-        super().__init__(memory)
-        self.leases = leases
-        self.policy = policy
-        self.worker_lost = worker_lost
-
-    def apply(self, view: BatchView) -> None:
-        records = view.records([job_id for job_id, _ in self.leases])
-        for (_, lease), record in zip(self.leases, records, strict=True):
-            if record is None or record.status != Status.IN_FLIGHT:
-                continue
-            if lease is not None and record.lease != lease:
-                continue
-            if self.worker_lost:
-                record.lost += 1
-                if record.lost >= self.policy.max_worker_losses:
-                    write_error(
-                        view,
-                        record,
-                        "lost",
-                        f"{record.lost} workers were lost while running this job; "
-                        "it is dead so that it stops taking workers down",
-                    )
-                    self.finish(view, record, Status.DEAD, self.policy.keep_dead_ms)
-                    continue
-            self.make_ready(view, record)
-        self.result = [r.id for r in self.ready]
+        self.memory.became_in_flight(self.moved)

@@ -1,0 +1,96 @@
+"""Running one job under its time limit, and what became of it: the rules `pyqueue worker` and
+`drain()` share.
+
+The limit is the job's `timeout_ms`, counted from the start (the server counts the same). Past it:
+- an async handler is cancelled;
+- a sync handler in a thread cannot be stopped by Python: the thread is abandoned (it runs on,
+  its result is ignored) and the slot is freed; `Outcome.abandoned` says so;
+- in a process pool the child is killed (see pool.py).
+The outcome is then a failed attempt with a `TimeLimitExceeded` error, retried by the job's policy.
+"""
+
+import asyncio
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from pyqueue.app import JobFunction, Kill, Retry
+
+
+class TimeLimitExceeded(Exception):
+    """The attempt ran past the job's timeout."""
+
+
+class RemoteError(Exception):
+    """A handler's exception from another process, carried back as text."""
+
+    def __init__(self, message: str, error_type: str, backtrace: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.backtrace = backtrace
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: str  # ok | retry | kill | error | timeout
+    message: str = ""
+    error_type: str = ""
+    backtrace: str = ""
+    retry_at_ms: int = 0
+    error: BaseException | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.kind != "ok"
+
+
+def arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The Python payload envelope: {"args": [...], "kwargs": {...}}."""
+    if not isinstance(payload, dict):
+        return [], {}
+    return list(payload.get("args", [])), dict(payload.get("kwargs", {}))
+
+
+def thread_runner(
+    function: JobFunction[Any, Any], executor: Executor | None
+) -> Callable[[Any], Awaitable[Any]]:
+    """Run the function in this process: async on the loop, sync in `executor`'s threads."""
+
+    async def run(payload: Any) -> Any:
+        args, kwargs = arguments(payload)
+        if function.is_async:
+            return await function.fn(*args, **kwargs)
+        loop = asyncio.get_running_loop()
+        return await asyncio.shield(loop.run_in_executor(executor, lambda: function.fn(*args, **kwargs)))
+
+    return run
+
+
+async def execute(run: Callable[[Any], Awaitable[Any]], payload: Any, timeout_ms: int) -> Outcome:
+    """Run one attempt; never raises for what the handler did."""
+    limit = asyncio.timeout(timeout_ms / 1000 if timeout_ms else None)
+    try:
+        async with limit:
+            await run(payload)
+    except TimeoutError as exc:
+        if not limit.expired():
+            return _error(exc)  # the handler's own time-out, not ours
+        over = TimeLimitExceeded(f"ran past its time limit of {timeout_ms / 1000:g}s")
+        return Outcome("timeout", str(over), "TimeLimitExceeded", error=over)
+    except Retry as retry:
+        at = retry.run_at.timestamp() if retry.run_at else time.time() + (retry.delay or 0)
+        return Outcome("retry", str(retry), "Retry", retry_at_ms=int(at * 1000), error=retry)
+    except Kill as kill:
+        return Outcome("kill", str(kill), "Kill", error=kill)
+    except Exception as exc:
+        return _error(exc)
+    return Outcome("ok")
+
+
+def _error(exc: BaseException) -> Outcome:
+    if isinstance(exc, RemoteError):
+        return Outcome("error", str(exc), exc.error_type, exc.backtrace, error=exc)
+    return Outcome("error", str(exc) or repr(exc), type(exc).__qualname__, traceback.format_exc(), error=exc)

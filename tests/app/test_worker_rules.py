@@ -1,0 +1,151 @@
+"""`pyqueue worker` as a deploy and a bad day see it: shutdowns that lose nothing, time limits
+that hold, jobs of a type the worker lacks, failures that show."""
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from harness import ServerProcess, wait_status
+from test_worker import start_worker, wait_for_lines
+
+import pyqueue
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+import sample_app  # noqa: E402
+
+
+@pytest.fixture
+def app(server: ServerProcess, tmp_path: Path):  # type: ignore[no-untyped-def]
+    sample_app.app.address = server.address
+    sample_app.LOG = tmp_path / "ran.log"
+    yield sample_app.app
+    sample_app.app.close()
+
+
+def stop(worker) -> str:  # type: ignore[no-untyped-def]
+    worker.send_signal(signal.SIGTERM)
+    out, _ = worker.communicate(timeout=60)
+    assert worker.returncode == 0, out
+    return str(out)
+
+
+def test_three_rolling_deploys_kill_no_job(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    jobs = [sample_app.linger.enqueue(30) for _ in range(5)]
+    for deploy in range(1, 4):
+        worker = start_worker(server, log, "--concurrency", "1", "--grace", "1")
+        # The first job starts (it is the oldest, back at the front after each deploy); the next
+        # ones sit in the worker's prefetch, unstarted.
+        wait_for_lines(log, deploy)
+        out = stop(worker)
+        assert "did not finish within the 1s grace period" in out
+    first, *waiting = (client.get_job(j.id) for j in jobs)
+    assert [j.status for j in (first, *waiting)] == ["ready"] * 5, "no job is dead"
+    assert (first.attempts, first.lost) == (3, 0)
+    assert [e.kind for e in client.job_errors(first.id)] == ["interrupted"] * 3
+    for job in waiting:
+        assert (job.attempts, job.lost, job.errors) == (0, 0, 0), "prefetched, never started"
+
+
+def test_a_sync_handler_past_its_limit_is_failed_and_its_thread_abandoned(
+    app, client, server, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    job = sample_app.sync_overrun.enqueue(8)
+    after = sample_app.add.enqueue(1, 2)
+    worker = start_worker(server, log, "--concurrency", "1")
+    try:
+        assert wait_status(client, job.id, "dead")
+        (error,) = client.job_errors(job.id)
+        assert (error.kind, error.error_type) in (("error", "TimeLimitExceeded"), ("timeout", ""))
+        # The slot is free again: the next job runs while the abandoned thread still sleeps.
+        assert wait_for_lines(log, 2) == ["sync overrun started", "add 3"]
+    finally:
+        out = stop(worker)
+    assert "its thread is abandoned" in out
+    with pytest.raises(pyqueue.NotFound):
+        client.get_job(after.id)  # completed (and not kept)
+
+
+def test_an_async_handler_past_its_limit_is_cancelled(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    job = sample_app.async_overrun.enqueue(8)
+    marker = sample_app.add.enqueue(2, 2)
+    worker = start_worker(server, log, "--concurrency", "1")
+    try:
+        assert wait_status(client, job.id, "dead")
+        assert wait_for_lines(log, 2) == ["async overrun started", "add 4"]
+    finally:
+        out = stop(worker)
+    assert "it was cancelled" in out
+    assert "async overrun finished" not in log.read_text()
+    with pytest.raises(pyqueue.NotFound):
+        client.get_job(marker.id)
+
+
+def test_the_process_pool_kills_a_job_past_its_limit(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    job = sample_app.sync_overrun.enqueue(8)
+    sample_app.add.enqueue(3, 3)
+    worker = start_worker(server, log, "--concurrency", "1", "--pool", "process")
+    try:
+        assert wait_status(client, job.id, "dead", timeout=60)
+        assert wait_for_lines(log, 2, timeout=60) == ["sync overrun started", "add 6"]
+    finally:
+        out = stop(worker)
+    assert "its process was killed" in out
+    assert "sync overrun finished" not in log.read_text(), "the child was killed, not left running"
+
+
+def test_drain_keeps_time_limits(app: pyqueue.App, client: pyqueue.Client) -> None:
+    from pyqueue.testing import drain
+
+    job = sample_app.async_overrun.enqueue(8)
+    result = drain(app)
+    ((failed, error),) = result.failed
+    assert failed.id == job.id and type(error).__name__ == "TimeLimitExceeded"
+    assert client.get_job(job.id).status == "dead"
+
+
+def test_a_job_of_an_unknown_type_is_handed_back_without_an_attempt(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    stranger = client.enqueue("__main__.send_email", {"args": [], "kwargs": {}}, queue="work")
+    second = client.enqueue("__main__.send_email", {"args": [], "kwargs": {}}, queue="work")
+    marker = sample_app.add.enqueue(5, 5)
+    worker = start_worker(server, log)
+    try:
+        assert wait_for_lines(log, 1) == ["add 10"]
+        assert wait_status(client, stranger.id, "scheduled")
+        assert wait_status(client, second.id, "scheduled")
+    finally:
+        out = stop(worker)
+    for job_id in (stranger.id, second.id):
+        job = client.get_job(job_id)
+        assert (job.attempts, job.errors) == (0, 0)
+    assert out.count("no job function named '__main__.send_email'") == 1, out
+    assert "sample_app.add" in out, "the error names what the app has"
+    with pytest.raises(pyqueue.NotFound):
+        client.get_job(marker.id)
+
+
+def test_failures_are_logged_with_their_traceback_and_jobs_with_log_jobs(
+    app, client, server, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    boom = sample_app.explode.enqueue("kaboom")
+    sample_app.add.enqueue(1, 1)
+    worker = start_worker(server, log, "--log-jobs")
+    try:
+        assert wait_status(client, boom.id, "scheduled")
+        wait_for_lines(log, 1)
+    finally:
+        out = stop(worker)
+    assert (
+        f"WARNING pyqueue.worker: job {boom.id} (sample_app.explode) attempt 1 failed: ValueError: kaboom"
+        in out
+    )
+    assert "raise ValueError(reason)" in out, "with its traceback"
+    assert "(sample_app.add) attempt 1 done in" in out
