@@ -127,3 +127,13 @@ def wait_gone(client, job_id: int, timeout: float = 20) -> bool:  # type: ignore
             return True
         time.sleep(0.05)
     return False
+
+
+def assert_nothing_else_comes(client, stream, queue: str = "default") -> None:  # type: ignore[no-untyped-def]
+    """Absence by a positive signal: a marker job enqueued now, last in priority, must be the next
+    job the stream gets; anything deliverable before it would have come first."""
+    marker = client.enqueue("marker", queue=queue, priority=65535).id
+    job = stream.next(timeout=30)
+    assert job is not None, "not even the marker came"
+    assert job.id == marker, f"job {job.id} ({job.type}) came before the marker"
+    job.ack()

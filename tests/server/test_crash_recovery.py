@@ -1,6 +1,7 @@
 """SIGKILL the server with jobs ready and in flight, and restart on the same data."""
 
 import pytest
+from harness import assert_nothing_else_comes
 
 import pyqueue
 
@@ -31,7 +32,7 @@ def test_server_sigkill_loses_nothing_acked(server) -> None:  # type: ignore[no-
                 assert job is not None
                 got.add(job.id)
                 job.ack()
-            assert stream.next(timeout=0.5) is None
+            assert_nothing_else_comes(client, stream)
         assert got == remaining
 
 

@@ -18,8 +18,7 @@ def test_scheduled_job_waits_for_its_time(client: pyqueue.Client) -> None:
     job = client.enqueue("t", delay=1.0)
     assert client.get_job(job.id).status == "scheduled"
     with client.take("default") as stream:
-        assert stream.next(timeout=0.5) is None, "delivered before its time"
-        got = stream.next(timeout=5)
+        got = stream.next(timeout=30)
         assert got is not None and got.id == job.id
         assert datetime.now(UTC) >= job_created_plus(client, got, 1.0)
         got.ack()
