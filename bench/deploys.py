@@ -1,8 +1,8 @@
 """Rolling deploys as users do them: five 30-second jobs waiting, `pyqueue worker --concurrency 1
 --grace 1` started, SIGTERMed once its first job runs, three times. Prints each job's status,
-attempts and lost count after the three deploys.
+attempts and lost count after the deploys.
 
-    python bench/deploys.py
+    python bench/deploys.py [DEPLOYS]
 """
 
 import json
@@ -43,7 +43,8 @@ def main() -> None:
                     client.enqueue("sample_app.linger", {"args": [30], "kwargs": {}}, queue="work").id
                     for _ in range(5)
                 ]
-                for deploy in range(1, 4):
+                deploys = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+                for deploy in range(1, deploys + 1):
                     worker = subprocess.Popen(
                         [
                             sys.executable,

@@ -118,7 +118,7 @@ def drain(app: App, queues: list[str] | None = None, *, idle_s: float = 0.2) -> 
     result = DrainResult()
     with Client(app.address) as client, client.take(names, prefetch=1) as stream:
         while True:
-            job = stream.next(timeout=idle_s)
+            job = stream.next(timeout=idle_s, confirm_start=True)
             if job is None:
                 if client.count_jobs(queues=names, status="ready") == 0:
                     return result

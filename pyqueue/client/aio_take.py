@@ -144,13 +144,17 @@ class AsyncTakeStream:
         self._check_open()
         self._outbox.put_nowait(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
 
-    async def _start(self, job: Job) -> None:
-        """Tell the server the job starts, and return once that is on the wire (or the stream died)."""
+    async def _start(self, job: Job, confirm: bool) -> None:
+        """Tell the server the job starts; with `confirm`, return once that is on the wire (or
+        the stream died)."""
+        if not confirm:
+            self._outbox.put_nowait(Started(job.id, job.lease, _nothing))
+            return
         sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._outbox.put_nowait(Started(job.id, job.lease, lambda: _resolve(sent, None)))
         await asyncio.wait({sent, self._reader}, return_when=asyncio.FIRST_COMPLETED)
 
-    async def next(self, timeout: float | None = None) -> Job | None:
+    async def next(self, timeout: float | None = None, *, confirm_start: bool = False) -> Job | None:
         """The next job, or None after `timeout` seconds without one. Raises when the stream died.
 
         Taking a job starts it (see TakeStream.next): take only when you are ready to run it."""
@@ -170,7 +174,7 @@ class AsyncTakeStream:
                 if failure is not None:
                     raise failure
                 return None
-            await self._start(job)
+            await self._start(job, confirm_start)
             return job
 
     def _check_alive(self) -> None:
@@ -207,6 +211,10 @@ class AsyncTakeStream:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _resolve(future: "asyncio.Future[Any] | None", value: Any) -> None:

@@ -38,8 +38,8 @@ class PerShard(Generic[S]):
     def release(self, job: Job, delay_ms: int = 0) -> None:
         self._owner(job.id).release(job, delay_ms)
 
-    def _start(self, job: Job) -> Any:
-        return self._owner(job.id)._start(job)
+    def _start(self, job: Job, confirm: bool) -> Any:
+        return self._owner(job.id)._start(job, confirm)
 
     def _check_alive(self) -> None:
         for stream in self._by_shard.values():

@@ -90,8 +90,12 @@ class TakeStream:
         self._check_open()
         self._outbox.put(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
 
-    def _start(self, job: Job) -> None:
-        """Tell the server the job starts, and return once that is on the wire (or the stream died)."""
+    def _start(self, job: Job, confirm: bool) -> None:
+        """Tell the server the job starts; with `confirm`, return once that is on the wire (or
+        the stream died)."""
+        if not confirm:
+            self._outbox.put(Started(job.id, job.lease, _nothing))
+            return
         sent = threading.Event()
         self._outbox.put(Started(job.id, job.lease, sent.set))
         while not sent.wait(0.5) and self._error is None and self._reader.is_alive():
@@ -174,11 +178,14 @@ class TakeStream:
                 future.set_exception(from_code_name(rejection.code, rejection.message))
 
     # The worker's view.
-    def next(self, timeout: float | None = None) -> Job | None:
+    def next(self, timeout: float | None = None, *, confirm_start: bool = False) -> Job | None:
         """The next job, or None if none came within `timeout` seconds. Raises when the stream died.
 
         Taking a job starts it: the server is told, its time limit runs from now, and from now on
-        it is this worker's attempt (jobs still waiting here are handed back at a close)."""
+        it is this worker's attempt (jobs still waiting here are handed back at a close). The
+        start goes out with the next answers, in one message; with `confirm_start`, `next` returns
+        only once it is on the wire, so that a job that kills its process at once is still
+        counted as started (lost), which is what a worker does before running a handler."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
@@ -196,7 +203,7 @@ class TakeStream:
                     raise failure
                 return None
             job: Job = item
-            self._start(job)
+            self._start(job, confirm_start)
             return job
 
     def _check_alive(self) -> None:
@@ -232,6 +239,10 @@ class TakeStream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _status_of(response: pb.TakeResponse, job_id: int) -> int:

@@ -145,7 +145,7 @@ class Worker:
                 # A slot first, then the job: taking a job starts it.
                 if not await _first(self._slots.acquire(), stop, on_lost=self._slots.release):
                     break
-                job = await _first(stream.next(), stop)
+                job = await _first(stream.next(confirm_start=True), stop)
                 if job is False:
                     self._slots.release()
                     break

@@ -80,3 +80,10 @@ def noop() -> None:
 @app.job(queue="work")
 async def anoop() -> None:
     pass
+
+
+@app.job(queue="work")
+def crash() -> None:
+    """A poison job: it takes its worker process down."""
+    record("crash")
+    os.kill(os.getpid(), 9)

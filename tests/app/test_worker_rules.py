@@ -149,3 +149,17 @@ def test_failures_are_logged_with_their_traceback_and_jobs_with_log_jobs(
     )
     assert "raise ValueError(reason)" in out, "with its traceback"
     assert "(sample_app.add) attempt 1 done in" in out
+
+
+def test_a_job_that_kills_pyqueue_worker_three_times_is_dead(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    job = sample_app.crash.enqueue()
+    for death in range(1, 4):
+        worker = start_worker(server, log)
+        worker.communicate(timeout=60)
+        assert worker.returncode == -signal.SIGKILL
+        assert wait_for_lines(log, death) == ["crash"] * death
+        assert wait_status(client, job.id, "dead" if death == 3 else "ready")
+    stored = client.get_job(job.id)
+    assert (stored.lost, stored.attempts) == (3, 3)
+    assert client.job_errors(job.id)[-1].kind == "lost"

@@ -109,7 +109,7 @@ POISON = textwrap.dedent("""
     import os, signal, sys, pyqueue
     c = pyqueue.Client(sys.argv[1])
     stream = c.take("default")
-    job = stream.next(timeout=20)
+    job = stream.next(timeout=20, confirm_start=True)  # as a worker does before running it
     print("took", job.id, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 """)
