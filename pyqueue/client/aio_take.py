@@ -101,6 +101,8 @@ class AsyncTakeStream:
 
     def ack(self, job: Job) -> "asyncio.Future[None]":
         self._check_open()
+        if job.id in self._acks:  # answered already: the same answer
+            return self._acks[job.id]
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._acks[job.id] = future
         self._outbox.put_nowait(Acked(job.id, job.lease))
@@ -117,6 +119,8 @@ class AsyncTakeStream:
         retry_at_ms: int = 0,
     ) -> "asyncio.Future[str]":
         self._check_open()
+        if job.id in self._fails:
+            return self._fails[job.id]
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._fails[job.id] = future
         self._outbox.put_nowait(

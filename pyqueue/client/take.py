@@ -70,9 +70,11 @@ class TakeStream:
                 return
 
     def ack(self, job: Job) -> "Future[None]":
-        future: Future[None] = Future()
         with self._lock:
             self._check_open()
+            if job.id in self._acks:  # answered already: the same answer
+                return self._acks[job.id]
+            future: Future[None] = Future()
             self._acks[job.id] = future
         self._outbox.put(Acked(job.id, job.lease))
         return future
@@ -111,9 +113,11 @@ class TakeStream:
         backtrace: str = "",
         retry_at_ms: int = 0,
     ) -> "Future[str]":
-        future: Future[str] = Future()
         with self._lock:
             self._check_open()
+            if job.id in self._fails:
+                return self._fails[job.id]
+            future: Future[str] = Future()
             self._fails[job.id] = future
         self._outbox.put(
             pb.Failure(

@@ -22,7 +22,7 @@ from typing import Protocol
 from pyqueue import failpoints
 from pyqueue._native import Coalescer
 from pyqueue.engine.counts import Counts
-from pyqueue.engine.errors import EngineError, Unavailable
+from pyqueue.engine.errors import EngineError, Internal, Unavailable
 from pyqueue.engine.model import Clock
 from pyqueue.engine.view import BatchView, InFlightCache
 from pyqueue.store.contract import Store, StoreFullError
@@ -36,6 +36,9 @@ Post = Callable[[Callable[[], None]], object]
 class Request(Protocol):
     needs_sync: bool
     error: BaseException | None
+
+    def reset(self) -> None:
+        """Forget what an abandoned apply gathered."""
 
     def apply(self, view: BatchView) -> None:
         """Read, check, then write into the view. Raise an EngineError before writing to refuse."""
@@ -106,13 +109,28 @@ class Committer:
                 return
 
     def commit(self, requests: list[Request]) -> None:
-        """Apply, write, then hand each request on to be answered (at once, or after a sync)."""
+        """Apply, write, then hand each request on to be answered (at once, or after a sync).
+
+        A request that fails unexpectedly while applied (a bug, a damaged block read) is isolated:
+        the batch is dropped unwritten, the writer's cache forgotten (the request may have changed
+        cached records), and the batch applied again without it; that one request fails."""
         view = BatchView(self._store, self._clock(), self._cache)
         for request in requests:
             try:
                 request.apply(view)
             except EngineError as exc:
                 request.error = exc
+            except Exception as exc:
+                log.exception("a %s failed inside the writer; it alone is refused", type(request).__name__)
+                self._cache.clear()
+                request.error = Internal(f"the server failed at this request ({type(exc).__name__}: {exc})")
+                self._post(functools.partial(_complete_all, [request]))
+                rest = [r for r in requests if r is not request]
+                for other in rest:
+                    other.reset()
+                if rest:
+                    self.commit(rest)
+                return
         if len(view.batch):
             try:
                 self._store.write(view.batch)

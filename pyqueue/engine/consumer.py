@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyqueue._native import ClaimToken
+from pyqueue.engine import ranges
+from pyqueue.engine.errors import EngineError, InvalidArgument
 from pyqueue.engine.model import Ending, Failure, JobView, Outcome, Rejection
 from pyqueue.store.records import JobRecord
 
@@ -179,15 +181,41 @@ class Consumer:
     async def ack(self, pairs: Sequence[tuple[int, int]]) -> Outcome:
         """Commit acks; call `release` once the caller has told the worker (credit opens then)."""
         current, refused = self._sort(pairs)
-        outcome = await self.engine.ack(current) if current else Outcome([], [])
+        try:
+            outcome = await self.engine.ack(current) if current else Outcome([], [])
+        except EngineError as exc:
+            return self._unanswered(current, refused, exc)
         return _merge(outcome, current, refused)
 
     async def fail(self, failures: Sequence[tuple[Failure, int]]) -> Outcome:
+        refused_early = []
+        for failure, _ in failures:
+            try:
+                ranges.check("retry_at_ms", failure.retry_at_ms, f"job {failure.job_id}: ")
+            except InvalidArgument as exc:
+                refused_early.append(Rejection(failure.job_id, "INVALID_ARGUMENT", str(exc)))
+        if refused_early:
+            bad = {r.job_id for r in refused_early}
+            failures = [(f, lease) for f, lease in failures if f.job_id not in bad]
         current, refused = self._sort([(f.job_id, lease) for f, lease in failures])
+        refused.extend(refused_early)
         by_id = {f.job_id: f for f, _ in failures}  # a repeated id was refused above
         chosen = [(by_id[job_id], lease) for job_id, lease in current]
-        outcome = await self.engine.fail(chosen) if chosen else Outcome([], [])
+        try:
+            outcome = await self.engine.fail(chosen) if chosen else Outcome([], [])
+        except EngineError as exc:
+            return self._unanswered(current, refused, exc)
         return _merge(outcome, current, refused)
+
+    def _unanswered(
+        self, current: list[tuple[int, int]], refused: list[Rejection], exc: EngineError
+    ) -> Outcome:
+        """The commit failed: the attempts are still held, as they were, and the worker is told why."""
+        for job_id, _ in current:
+            held = self.held.get(job_id)
+            if held is not None:
+                held.answering = False
+        return Outcome([], [Rejection(job_id, exc.code, str(exc)) for job_id, _ in current] + refused)
 
     def release(self, outcome: Outcome) -> None:
         """Forget the attempts an answer finished and open the credit they held."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyqueue.engine import query, recovery, requests
+from pyqueue.engine import query, ranges, recovery, requests
 from pyqueue.engine.alarm import AlarmClock, AlarmConfig
 from pyqueue.engine.committer import Committer
 from pyqueue.engine.consumer import Consumer
@@ -198,14 +198,15 @@ class Engine:
         limits.check_content_type(index, content_type)
         if run_at_ms and delay_ms:
             raise InvalidArgument(f"job {index}: give run_at or delay, not both")
-        if run_at_ms < 0 or delay_ms < 0:
-            raise InvalidArgument(f"job {index}: run_at and delay cannot be negative")
-        if max_retries is not None and not 0 <= max_retries <= 10_000:
-            raise InvalidArgument(f"job {index}: max_retries {max_retries} is outside 0..10000")
-        if keep_completed_ms is not None and keep_completed_ms < 0:
-            raise InvalidArgument(f"job {index}: keep_completed cannot be negative")
-        if backoff is not None and (backoff[0] < 0 or backoff[1] < 0 or backoff[2] < 0):
-            raise InvalidArgument(f"job {index}: backoff parameters cannot be negative")
+        where = f"job {index}: "
+        ranges.check("run_at_ms", run_at_ms, where)
+        ranges.check("delay_ms", delay_ms, where)
+        ranges.check("timeout_ms", timeout_ms, where)
+        if max_retries is not None:
+            ranges.check("max_retries", max_retries, where)
+        if keep_completed_ms is not None:
+            ranges.check("keep_completed_ms", keep_completed_ms, where)
+        ranges.check_backoff(backoff, where)
         if len(unique_key.encode()) > 256:
             raise InvalidArgument(f"job {index}: the unique key is longer than 256 bytes")
         if unique_scope not in (UniqueScope.QUEUED, UniqueScope.ACTIVE, UniqueScope.EXISTS):
@@ -248,10 +249,17 @@ class Engine:
         ]
 
     # Seeing and steering. Reads run off the event loop so a listing never holds up takes.
+    def check_filter(self, f: query.JobFilter) -> None:
+        limits = self.config.limits
+        limits.check_filter("queues", len(f.queues))
+        limits.check_filter("types", len(f.types))
+
     async def list_jobs(self, f: query.JobFilter, limit: int, descending: bool, cursor: str) -> query.Page:
+        self.check_filter(f)
         return await asyncio.to_thread(query.list_jobs, self.store, f, limit, descending, cursor)
 
     async def count_jobs(self, f: query.JobFilter) -> int:
+        self.check_filter(f)
         return await asyncio.to_thread(query.count_jobs, self.store, self.memory.counts, f)
 
     def queues(self) -> list[tuple[str, bool, dict[str, int]]]:
@@ -260,6 +268,7 @@ class Engine:
         return [(q, self.memory.ready.is_paused(q), counts.get(q, {})) for q in sorted(names)]
 
     def check_changes(self, changes: Changes) -> None:
+        """The same checks as an enqueue, for the fields a change sets."""
         limits = self.config.limits
         if changes.queue is not None:
             limits.check_name("queue", changes.queue)
@@ -267,12 +276,22 @@ class Engine:
             limits.check_priority(0, changes.priority)
         if changes.payload is not None:
             limits.check_payload(0, len(changes.payload))
-        if changes.max_retries is not None and not 0 <= changes.max_retries <= 10_000:
-            raise InvalidArgument(f"max_retries {changes.max_retries} is outside 0..10000")
+        if changes.content_type is not None:
+            limits.check_content_type(0, changes.content_type)
+        if changes.max_retries is not None:
+            ranges.check("max_retries", changes.max_retries)
+        if changes.run_at_ms is not None:
+            ranges.check("run_at_ms", changes.run_at_ms)
+        if changes.options is not None:
+            options = JobOptions.decode(changes.options)
+            ranges.check_backoff(options.backoff)
+            if options.keep_completed_ms is not None:
+                ranges.check("keep_completed_ms", options.keep_completed_ms)
         if changes.clear_run_at and changes.run_at_ms is not None:
             raise InvalidArgument("give run_at or clear_run_at, not both")
 
     async def _targets(self, f: query.JobFilter) -> list[int]:
+        self.check_filter(f)
         only_ids = f.ids and not (f.queues or f.types or f.statuses or f.has_ranges)
         if only_ids:
             return list(dict.fromkeys(f.ids))  # missing ids are reported, not silently skipped

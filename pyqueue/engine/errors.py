@@ -3,24 +3,32 @@ one place (pyqueue.server.status)."""
 
 
 class EngineError(Exception):
-    """Base of every refusal the engine answers with; the message says what to fix."""
+    """Base of every refusal the engine answers with; the message says what to fix. `code` is
+    the gRPC status name it is answered with (pyqueue.server.status maps it)."""
+
+    code = "INTERNAL"
 
 
 class InvalidArgument(EngineError):
-    pass
+    code = "INVALID_ARGUMENT"
 
 
 class NotFound(EngineError):
-    pass
+    code = "NOT_FOUND"
 
 
 class FailedPrecondition(EngineError):
-    pass
+    code = "FAILED_PRECONDITION"
 
 
 class ResourceExhausted(EngineError):
-    pass
+    code = "RESOURCE_EXHAUSTED"
 
 
 class Unavailable(EngineError):
-    pass
+    code = "UNAVAILABLE"
+
+
+class Internal(EngineError):
+    """The server failed at a request (a bug, or a damaged block read): that request fails, the
+    server goes on."""

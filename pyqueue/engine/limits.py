@@ -21,6 +21,9 @@ class Limits:
     max_prefetch: int = 10_000
     max_queues_per_stream: int = 256
     max_content_type_length: int = 128
+    max_filter_names: int = 256  # queues or types in one filter (ids: query.MAX_IDS)
+    max_error_bytes: int = 16 << 10  # a failure's message (cut beyond, not refused)
+    max_backtrace_bytes: int = 64 << 10
     _good_names: set[str] = field(default_factory=set, compare=False, repr=False)
 
     def check_name(self, what: str, name: str) -> None:
@@ -67,6 +70,12 @@ class Limits:
         if len(content_type) > self.max_content_type_length:
             raise InvalidArgument(
                 f"job {index}: content type is longer than {self.max_content_type_length} characters"
+            )
+
+    def check_filter(self, what: str, n: int) -> None:
+        if n > self.max_filter_names:
+            raise ResourceExhausted(
+                f"{n} {what} in one filter; the limit is {self.max_filter_names}: split the request"
             )
 
     def check_prefetch(self, prefetch: int) -> None:

@@ -226,12 +226,12 @@ def list_jobs(store: Store, f: JobFilter, limit: int, descending: bool, cursor: 
 def _parse_cursor(cursor: str) -> tuple[bool, int | None]:
     if not cursor:
         return False, None
-    try:
-        return cursor[0] == "b", int(cursor[1:])
-    except (ValueError, IndexError):
+    boundary = cursor[1:]
+    if cursor[0] not in "ab" or not boundary.isdigit() or len(boundary) > 20 or int(boundary) >= 1 << 64:
         raise InvalidArgument(
-            f"cursor {cursor!r} was not made by this server; pass one from a previous page"
-        ) from None
+            f"cursor {cursor[:40]!r} was not made by this server; pass one from a previous page"
+        )
+    return cursor[0] == "b", int(boundary)
 
 
 def count_jobs(store: Store, counts: Counts, f: JobFilter) -> int:

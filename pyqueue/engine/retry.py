@@ -7,10 +7,11 @@ its own curve and retry limit.
 """
 
 import json
+import math
 import random
 from dataclasses import dataclass, replace
 
-DAY_MS = 24 * 3600 * 1000
+from pyqueue.engine.ranges import DAY_MS, saturate_span_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +32,13 @@ class RetryPolicy:
         return attempts > self.retries_for(record_max_retries)
 
     def delay_ms(self, attempts: int, rng: random.Random | None = None) -> int:
+        """The wait before the retry after `attempts`, held to the longest span accepted."""
         r = (rng or random).random()
-        seconds = attempts**self.exponent + self.base_s + r * self.jitter_s * (attempts + 1)
-        return int(seconds * 1000)
+        try:
+            seconds = float(attempts) ** self.exponent + self.base_s + r * self.jitter_s * (attempts + 1)
+        except OverflowError:
+            seconds = math.inf
+        return saturate_span_ms(seconds * 1000)
 
     def for_job(self, options: "JobOptions") -> "RetryPolicy":
         policy = self

@@ -16,15 +16,21 @@ import grpc
 import grpc.aio
 
 from pyqueue.cluster import Topology, shard_of_job
-from pyqueue.server.status import EOF, Context
+from pyqueue.server.status import EOF, Context, answered
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 
 class Router(pb_grpc.QueueServicer):
-    def __init__(self, topology: Topology) -> None:
+    def __init__(self, topology: Topology, max_message_bytes: int = 64 << 20) -> None:
         self.topology = topology
-        self.channels = [grpc.aio.insecure_channel(a) for a in topology.addresses]
+        # The same message limits as the public server and the shards: a job any of them accepts
+        # passes through here too.
+        options = [
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+        ]
+        self.channels = [grpc.aio.insecure_channel(a, options=options) for a in topology.addresses]
         self.stubs = [pb_grpc.QueueStub(c) for c in self.channels]
 
     async def close(self) -> None:
@@ -53,6 +59,7 @@ class Router(pb_grpc.QueueServicer):
         return list(range(self.topology.shards))
 
     # Calls with one owner.
+    @answered
     async def Enqueue(self, request: pb.EnqueueRequest, context: Context) -> pb.EnqueueResponse:
         owners = self.topology.by_shard(j.queue for j in request.jobs)
         if len(owners) > 1:
@@ -65,30 +72,36 @@ class Router(pb_grpc.QueueServicer):
             pb.EnqueueResponse, await self._forward(next(iter(owners), 0), "Enqueue", request, context)
         )
 
+    @answered
     async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:
         return cast(pb.Job, await self._forward(self._job_shard(request.id), "GetJob", request, context))
 
+    @answered
     async def ListErrors(self, request: pb.ListErrorsRequest, context: Context) -> pb.ListErrorsResponse:
         return cast(
             pb.ListErrorsResponse,
             await self._forward(self._job_shard(request.id), "ListErrors", request, context),
         )
 
+    @answered
     async def PauseQueue(self, request: pb.QueueRequest, context: Context) -> pb.QueueInfo:
         return cast(
             pb.QueueInfo,
             await self._forward(self.topology.shard_of_queue(request.queue), "PauseQueue", request, context),
         )
 
+    @answered
     async def ResumeQueue(self, request: pb.QueueRequest, context: Context) -> pb.QueueInfo:
         return cast(
             pb.QueueInfo,
             await self._forward(self.topology.shard_of_queue(request.queue), "ResumeQueue", request, context),
         )
 
+    @answered
     async def GetTopology(self, request: pb.TopologyRequest, context: Context) -> pb.Topology:
         return self.topology.to_pb()
 
+    @answered
     async def Take(self, request_iterator: Any, context: Context) -> None:  # type: ignore[override]
         first = await context.read()
         if first is EOF:
@@ -126,6 +139,7 @@ class Router(pb_grpc.QueueServicer):
             call.cancel()
 
     # Calls that span shards.
+    @answered
     async def ListJobs(self, request: pb.ListJobsRequest, context: Context) -> pb.ListJobsResponse:
         pages = await self._fan_out(self._shards_for(request.filter), "ListJobs", request, context)
         limit = request.limit or 50
@@ -142,19 +156,23 @@ class Router(pb_grpc.QueueServicer):
             prev_cursor = f"b{jobs[0].id}" if jobs and request.cursor else ""
         return pb.ListJobsResponse(jobs=jobs, next_cursor=next_cursor, prev_cursor=prev_cursor)
 
+    @answered
     async def CountJobs(self, request: pb.CountJobsRequest, context: Context) -> pb.CountJobsResponse:
         counts = await self._fan_out(self._shards_for(request.filter), "CountJobs", request, context)
         return pb.CountJobsResponse(count=sum(c.count for c in counts))
 
+    @answered
     async def ListQueues(self, request: pb.ListQueuesRequest, context: Context) -> pb.ListQueuesResponse:
         answers = await self._fan_out(list(range(self.topology.shards)), "ListQueues", request, context)
         return pb.ListQueuesResponse(
             queues=sorted((q for a in answers for q in a.queues), key=lambda q: q.name)
         )
 
+    @answered
     async def UpdateJobs(self, request: pb.UpdateJobsRequest, context: Context) -> pb.ChangeResponse:
         return await self._change("UpdateJobs", request, context)
 
+    @answered
     async def DeleteJobs(self, request: pb.DeleteJobsRequest, context: Context) -> pb.ChangeResponse:
         return await self._change("DeleteJobs", request, context)
 
@@ -174,6 +192,16 @@ class Router(pb_grpc.QueueServicer):
                 del narrowed.filter.ids[:]
                 narrowed.filter.ids.extend(mine[shard])
                 per_shard[shard] = narrowed
+        if method == "UpdateJobs" and request.changes.HasField("queue"):
+            owner = self.topology.shard_of_queue(request.changes.queue)
+            if set(per_shard) - {owner}:
+                # Refused whole, before any shard changes anything.
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"queue {request.changes.queue!r} belongs to shard {owner}, and jobs move between "
+                    "queues of one shard only; select jobs of that shard's queues, or enqueue copies "
+                    "into it and delete these instead",
+                )
         answers = await asyncio.gather(
             *(self._forward(shard, method, r, context) for shard, r in per_shard.items())
         )

@@ -8,7 +8,7 @@ from pyqueue.engine import Engine, EngineError, FailedPrecondition
 from pyqueue.engine.model import NewJob
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import change_response, changes_from_pb, error_to_pb, filter_from_pb, job_to_pb
-from pyqueue.server.status import Context, abort
+from pyqueue.server.status import Context, abort, answered
 from pyqueue.server.take import TakeStream
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -21,6 +21,7 @@ class QueueService(pb_grpc.QueueServicer):
         self.streams: set[TakeStream] = set()
         self.address = config.listen  # the bound address, set once listening
 
+    @answered
     async def Enqueue(self, request: pb.EnqueueRequest, context: Context) -> pb.EnqueueResponse:
         engine = self.engine
         try:
@@ -35,6 +36,7 @@ class QueueService(pb_grpc.QueueServicer):
             jobs=[pb.Enqueued(id=job_id, duplicate=duplicate) for job_id, duplicate in ids]
         )
 
+    @answered
     async def ListErrors(self, request: pb.ListErrorsRequest, context: Context) -> pb.ListErrorsResponse:
         try:
             entries = self.engine.list_errors(request.id)
@@ -42,6 +44,7 @@ class QueueService(pb_grpc.QueueServicer):
             await abort(context, exc)
         return pb.ListErrorsResponse(errors=[error_to_pb(e) for e in entries])
 
+    @answered
     async def ListJobs(self, request: pb.ListJobsRequest, context: Context) -> pb.ListJobsResponse:
         try:
             page = await self.engine.list_jobs(
@@ -53,12 +56,14 @@ class QueueService(pb_grpc.QueueServicer):
             jobs=[job_to_pb(j) for j in page.jobs], next_cursor=page.next_cursor, prev_cursor=page.prev_cursor
         )
 
+    @answered
     async def CountJobs(self, request: pb.CountJobsRequest, context: Context) -> pb.CountJobsResponse:
         try:
             return pb.CountJobsResponse(count=await self.engine.count_jobs(filter_from_pb(request.filter)))
         except EngineError as exc:
             await abort(context, exc)
 
+    @answered
     async def ListQueues(self, request: pb.ListQueuesRequest, context: Context) -> pb.ListQueuesResponse:
         return pb.ListQueuesResponse(
             queues=[
@@ -67,15 +72,18 @@ class QueueService(pb_grpc.QueueServicer):
             ]
         )
 
+    @answered
     async def UpdateJobs(self, request: pb.UpdateJobsRequest, context: Context) -> pb.ChangeResponse:
         try:
-            outcome = await self.engine.update_jobs(
-                filter_from_pb(request.filter), changes_from_pb(request.changes)
-            )
+            changes = changes_from_pb(request.changes)
+            if changes.queue is not None:
+                self._check_move(changes.queue)
+            outcome = await self.engine.update_jobs(filter_from_pb(request.filter), changes)
         except EngineError as exc:
             await abort(context, exc)
         return change_response(outcome)
 
+    @answered
     async def DeleteJobs(self, request: pb.DeleteJobsRequest, context: Context) -> pb.ChangeResponse:
         try:
             outcome = await self.engine.delete_jobs(filter_from_pb(request.filter))
@@ -83,9 +91,11 @@ class QueueService(pb_grpc.QueueServicer):
             await abort(context, exc)
         return change_response(outcome)
 
+    @answered
     async def PauseQueue(self, request: pb.QueueRequest, context: Context) -> pb.QueueInfo:
         return await self._set_paused(request.queue, True, context)
 
+    @answered
     async def ResumeQueue(self, request: pb.QueueRequest, context: Context) -> pb.QueueInfo:
         return await self._set_paused(request.queue, False, context)
 
@@ -98,6 +108,7 @@ class QueueService(pb_grpc.QueueServicer):
         counts = next((c for name, _, c in self.engine.queues() if name == queue), {})
         return pb.QueueInfo(name=queue, paused=paused, counts=counts)
 
+    @answered
     async def GetTopology(self, request: pb.TopologyRequest, context: Context) -> pb.Topology:
         topology = self.topology()
         if topology is None:
@@ -120,6 +131,17 @@ class QueueService(pb_grpc.QueueServicer):
         except MetadataError:
             return None
 
+    def _check_move(self, queue: str) -> None:
+        """A job moves only within its shard: a queue owned by another shard would strand it."""
+        try:
+            self._check_owner(queue)
+        except FailedPrecondition:
+            owner = slot_of(queue) % self.config.shard_count
+            raise FailedPrecondition(
+                f"queue {queue!r} belongs to shard {owner}, and jobs move between queues of one shard "
+                "only; enqueue copies into it and delete these instead"
+            ) from None
+
     def _check_owner(self, queue: str) -> None:
         """Refuse work for a queue another shard owns (a client with a stale slot map)."""
         if self.config.shard_count == 1:
@@ -133,12 +155,14 @@ class QueueService(pb_grpc.QueueServicer):
                 "send it there (GetTopology gives the slot map)"
             )
 
+    @answered
     async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:
         try:
             return job_to_pb(self.engine.get_job(request.id))
         except EngineError as exc:
             await abort(context, exc)
 
+    @answered
     async def Take(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
         stream = TakeStream(self.engine, context, self.config.heartbeat_s, self._check_owner)
         self.streams.add(stream)

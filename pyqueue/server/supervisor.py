@@ -164,7 +164,7 @@ async def supervise(
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    router = Router(topology)
+    router = Router(topology, dict(grpc_options).get("grpc.max_receive_message_length", 64 << 20))
     server, _, address = await start_grpc(router, listen, grpc_options)
     log.info("pyqueue listening on %s (%d shards: %s)", address, shards, ", ".join(addresses))
 

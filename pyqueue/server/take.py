@@ -19,13 +19,16 @@ import grpc.aio
 
 from pyqueue.engine import Engine, EngineError, Failure
 from pyqueue.engine.consumer import Consumer
-from pyqueue.engine.model import Outcome, Rejection
+from pyqueue.engine.model import JobView, Outcome, Rejection
+from pyqueue.engine.ranges import clip_text
 from pyqueue.server.convert import ack_result, fail_result, job_to_pb
 from pyqueue.server.status import EOF, Context, abort
 from pyqueue.v1 import queue_pb2 as pb
 
 _ANSWERS = ("start", "ack", "fail", "extend", "release")
 _CANCEL_GRACE_S = 0.2
+BATCH_BYTES = 4 << 20  # a delivery message; the message limit is 64 MiB
+_JOB_OVERHEAD = 1024  # the fields around a payload, generously (names are at most 128 bytes)
 
 
 class TakeStream:
@@ -90,9 +93,9 @@ class TakeStream:
         while not consumer.closed and not self._ending.is_set():
             idle_left = self.heartbeat_s - (time.monotonic() - self._last_sent)
             jobs = await consumer.next_jobs(max(idle_left, 0.0))
-            if jobs:
-                await self._send(pb.TakeResponse(jobs=pb.JobBatch(jobs=[job_to_pb(j) for j in jobs])))
-            elif not consumer.closed and time.monotonic() - self._last_sent >= self.heartbeat_s:
+            for batch in _by_bytes(jobs):
+                await self._send(pb.TakeResponse(jobs=pb.JobBatch(jobs=[job_to_pb(j) for j in batch])))
+            if not jobs and not consumer.closed and time.monotonic() - self._last_sent >= self.heartbeat_s:
                 await self._send(pb.TakeResponse(heartbeat=pb.Heartbeat(server_time_ms=self.engine.clock())))
 
     async def _send(self, message: pb.TakeResponse) -> None:
@@ -115,6 +118,10 @@ class TakeStream:
                 if message.HasField("subscribe"):
                     self._protocol_error = "a subscribe comes once, as the first message of a Take stream"
                     self._clean = True
+                    break
+                oversized = _oversized(message, consumer.prefetch)
+                if oversized:
+                    self._protocol_error = oversized
                     break
                 self._handle(consumer, message)
                 if message.closing:
@@ -156,8 +163,19 @@ class TakeStream:
 
     async def _fail(self, fail: pb.Fail) -> None:
         assert self.consumer is not None
+        limits = self.engine.config.limits
         failures = [
-            (Failure(f.id, f.message, f.error_type, f.backtrace, f.kill, f.retry_at_ms), f.lease)
+            (
+                Failure(
+                    f.id,
+                    clip_text(f.message, limits.max_error_bytes),
+                    clip_text(f.error_type, limits.max_name_length),
+                    clip_text(f.backtrace, limits.max_backtrace_bytes),
+                    f.kill,
+                    f.retry_at_ms,
+                ),
+                f.lease,
+            )
             for f in fail.failures
         ]
         outcome = await self.consumer.fail(failures)
@@ -165,6 +183,35 @@ class TakeStream:
             await self._send(fail_result(outcome))
         finally:
             self.consumer.release(outcome)
+
+
+def _by_bytes(jobs: list[JobView]) -> list[list[JobView]]:
+    """Batches of at most BATCH_BYTES (a job bigger than that alone): any valid job can be
+    delivered at any prefetch, well under the message limit."""
+    batches: list[list[JobView]] = []
+    size = BATCH_BYTES
+    for job in jobs:
+        weight = len(job.payload) + _JOB_OVERHEAD
+        if size + weight > BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(job)
+        size += weight
+    return batches
+
+
+def _oversized(message: pb.TakeRequest, prefetch: int) -> str:
+    """A part naming more jobs than the stream can hold is a protocol error (and a cheap attack)."""
+    for part, n in (
+        ("start", len(message.start.ids)),
+        ("ack", len(message.ack.ids)),
+        ("fail", len(message.fail.failures)),
+        ("extend", len(message.extend.ids)),
+        ("release", len(message.release.ids)),
+    ):
+        if n > prefetch:
+            return f"{n} jobs in one {part}; a stream holds at most its prefetch ({prefetch})"
+    return ""
 
 
 def _pairs(message: pb.Start | pb.Extend | pb.Release) -> list[tuple[int, int]]:

@@ -96,10 +96,10 @@ class JobRecord:
                 VERSION,
                 self.status,
                 self.priority,
-                self.attempts,
+                min(self.attempts, 0xFFFF),  # counters saturate: a count is never worth a crash
                 self.max_retries,
-                self.lost,
-                self.errors,
+                min(self.lost, 0xFFFF),
+                min(self.errors, 0xFFFF),
                 self.lease,
                 self.timeout_ms,
                 self.created_ms,

@@ -50,7 +50,11 @@ class PowerCuttableDisk:
             time.sleep(0.02)
 
     def cut_power(self) -> None:
-        subprocess.run(["fusermount3", "-u", str(self.mountpoint)], check=True, timeout=30)
+        # A killed supervisor's shards die with it a moment later; until then the mount is busy.
+        deadline = time.monotonic() + 30
+        while subprocess.run(["fusermount3", "-u", str(self.mountpoint)], timeout=30).returncode != 0:
+            assert time.monotonic() < deadline, "the mount stayed busy for 30 s after the kill"
+            time.sleep(0.05)
         assert self.proc is not None
         assert self.proc.wait(60) == 0
 

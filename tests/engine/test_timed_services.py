@@ -172,3 +172,11 @@ def test_default_backoff_adds_up_to_about_three_weeks() -> None:
     total_days = sum(policy.delay_ms(a) for a in range(1, 26)) / 86_400_000
     assert 18 < total_days < 25
     assert not policy.is_exhausted(25, -1) and policy.is_exhausted(26, -1)
+
+
+def test_the_backoff_saturates_at_the_longest_span() -> None:
+    from pyqueue.engine.ranges import LONGEST_MS
+
+    policy = RetryPolicy(base_s=365 * 24 * 3600, exponent=10, jitter_s=24 * 3600)
+    assert policy.delay_ms(10_001) == LONGEST_MS
+    assert RetryPolicy(exponent=1e308).delay_ms(2) == LONGEST_MS

@@ -259,3 +259,25 @@ def test_a_damaged_cluster_file_is_a_clear_error(tmp_path: Path, damage: bytes) 
     assert again.returncode != 0
     assert "cluster.json is damaged" in again.stderr and '{"shards": 2, "slots": 1024}' in again.stderr
     assert "Traceback" not in again.stderr
+
+
+def test_moving_jobs_to_a_queue_of_another_shard_is_refused(sharded: ServerProcess) -> None:
+    with pyqueue.Client(sharded.address) as client:
+        topology = client.routes.topology
+        assert topology is not None
+        here = "mail"
+        there = next(
+            f"q{i}" for i in range(200) if topology.shard_of_queue(f"q{i}") != topology.shard_of_queue(here)
+        )
+        same = next(
+            f"q{i}"
+            for i in range(200)
+            if f"q{i}" != here and topology.shard_of_queue(f"q{i}") == topology.shard_of_queue(here)
+        )
+        job_id = client.enqueue("t", queue=here).id
+        with pytest.raises(pyqueue.FailedPrecondition, match="move between queues of one shard"):
+            client.update_jobs({"queue": there}, queue=here)
+        assert client.get_job(job_id).queue == here, "nothing moved"
+        client.update_jobs({"queue": same}, queue=here)
+        assert client.get_job(job_id).queue == same
+        assert client.count_jobs(queue=same) == 1

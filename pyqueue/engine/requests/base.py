@@ -23,6 +23,11 @@ class Request:
         self.error: BaseException | None = None
         self.result: Any = None
 
+    def reset(self) -> None:
+        """Forget what an abandoned `apply` gathered, before it is applied again."""
+        self.result = None
+        self.error = None
+
     def on_commit(self) -> None:
         """Memory effects of a successful commit."""
 
@@ -51,6 +56,12 @@ class Transitions(Request):
         self.ready: list[JobRecord] = []
         self.scheduled: list[JobRecord] = []
         self.finished: list[JobRecord] = []
+
+    def reset(self) -> None:
+        super().reset()
+        self.ready.clear()
+        self.scheduled.clear()
+        self.finished.clear()
 
     def on_commit(self) -> None:
         self.memory.became_ready(self.ready)

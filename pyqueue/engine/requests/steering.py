@@ -23,6 +23,10 @@ class UpdateJobs(Transitions):
         self.changes = changes
         self.unready: list[tuple[str, int, int]] = []
 
+    def reset(self) -> None:
+        super().reset()
+        self.unready.clear()
+
     def apply(self, view: BatchView) -> None:
         c = self.changes
         outcome = Outcome(done=[], rejected=[])
@@ -77,6 +81,10 @@ class DeleteJobs(Request):
         self.job_ids = job_ids
         self.memory = memory
         self.unready: list[tuple[str, int, int]] = []
+
+    def reset(self) -> None:
+        super().reset()
+        self.unready.clear()
 
     def apply(self, view: BatchView) -> None:
         outcome = Outcome(done=[], rejected=[])

@@ -4,6 +4,7 @@ import random
 from collections.abc import Sequence
 from typing import Protocol
 
+from pyqueue import failpoints
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Failure, JobView, Outcome
 from pyqueue.engine.requests.base import Request, Transitions, check_lease, write_error
@@ -33,6 +34,10 @@ class Claim(Request):
         self.holder = holder
         self.memory = memory
         self.taken: list[JobRecord] = []
+
+    def reset(self) -> None:
+        super().reset()
+        self.taken.clear()
 
     def apply(self, view: BatchView) -> None:
         for record in view.records(self.job_ids):
@@ -69,6 +74,7 @@ class Ack(Transitions):
         self.policy = policy
 
     def apply(self, view: BatchView) -> None:
+        failpoints.fail("ack")
         outcome = Outcome(done=[], rejected=[])
         records = view.records([job_id for job_id, _ in self.leases])
         for (job_id, lease), record in zip(self.leases, records, strict=True):
@@ -126,6 +132,10 @@ class SetDeadlines(Request):
         self.deadlines = deadlines
         self.memory = memory
         self.moved: list[JobRecord] = []
+
+    def reset(self) -> None:
+        super().reset()
+        self.moved.clear()
 
     def apply(self, view: BatchView) -> None:
         records = view.records([job_id for job_id, _, _ in self.deadlines])
