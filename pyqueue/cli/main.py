@@ -2,7 +2,7 @@
 
 import click
 
-from pyqueue.cli.check import check
+from pyqueue.cli.check import check, repair
 from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
 from pyqueue.cli.steer import delete, jobs, pause, queues, resume, update
@@ -29,6 +29,7 @@ main.add_command(enqueue)
 main.add_command(job)
 main.add_command(errors)
 main.add_command(check)
+main.add_command(repair)
 main.add_command(worker)
 for command in (jobs, queues, update, delete, pause, resume):
     main.add_command(command)

@@ -126,6 +126,9 @@ def serve(
     from pyqueue.server import serve as run_server
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from pyqueue.server.descriptors import raise_limit
+
+    raise_limit()
     if shards > 1 and shard_count == 1:
         _supervise(data_dir, listen, shards, shard_args(sys.argv), worker_timeout_s)
         return

@@ -20,8 +20,9 @@ from grpc_reflection.v1alpha import reflection
 
 from pyqueue.engine import Engine, EngineConfig
 from pyqueue.server.config import ServerConfig
+from pyqueue.server.descriptors import raise_limit, rocksdb_share
 from pyqueue.server.service import QueueService
-from pyqueue.store import RocksStore
+from pyqueue.store import RocksStore, StoreDamagedError
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -66,7 +67,11 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    store = RocksStore(config.data_dir)
+    try:
+        store = RocksStore(config.data_dir, max_open_files=rocksdb_share(raise_limit()))
+    except StoreDamagedError as exc:
+        log.critical("%s", exc)
+        raise SystemExit(f"pyqueue serve: {exc}") from None
     engine = Engine(
         store,
         EngineConfig(

@@ -12,13 +12,16 @@ no orphans. SIGTERM (or SIGINT) stops the public address, then every shard, clea
 """
 
 import asyncio
+import fcntl
 import logging
+import os
 import re
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TextIO
 
 from pyqueue.cluster import SLOTS, Topology
 from pyqueue.cluster.metadata import MetadataError, read_json, write_json
@@ -101,6 +104,26 @@ class ShardProcess:
                 self.proc.kill()
 
 
+def own(data_dir: Path) -> TextIO:
+    """Hold the data dir for this supervisor's life: a second one on it is refused, by name."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(data_dir / "supervisor.lock", "a+")  # noqa: SIM115 - held open on purpose
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        pid = lock.read().strip() or "unknown"
+        lock.close()
+        raise MetadataError(
+            f"{data_dir} is served by another pyqueue serve (pid {pid}); stop it first, or give "
+            "another --data-dir"
+        ) from None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
 def _check_layout(data_dir: Path, shards: int) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     layout = data_dir / "cluster.json"
@@ -111,7 +134,7 @@ def _check_layout(data_dir: Path, shards: int) -> None:
                 f"{data_dir} holds {existing['shards']} shards; start it with --shards {existing['shards']} "
                 "(changing the shard count of a data dir is not supported: its slots would move away from their jobs)"
             )
-    elif (data_dir / "CURRENT").exists():
+    elif (data_dir / "CURRENT").exists() or any(data_dir.glob("*.sst")) or any(data_dir.glob("MANIFEST-*")):
         raise SystemExit(f"{data_dir} holds a single-process store; start it with --shards 1")
     else:
         write_json(layout, {"shards": shards, "slots": SLOTS})
@@ -151,6 +174,7 @@ async def supervise(
     grace_s: float,
     grpc_options: list[tuple[str, int]],
 ) -> None:
+    lock = own(data_dir)
     _check_layout(data_dir, shards)
     topology_file = data_dir / "topology.json"
     processes = [ShardProcess(i, shards, data_dir, topology_file, args) for i in range(shards)]
@@ -191,3 +215,4 @@ async def supervise(
     await router.close()
     await asyncio.gather(*(loop.run_in_executor(None, p.stop, grace_s + 5) for p in processes))
     log.info("stopped cleanly")
+    lock.close()

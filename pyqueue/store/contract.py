@@ -19,6 +19,10 @@ class StoreFullError(Exception):
     """The disk is full: nothing of the failed batch was written."""
 
 
+class StoreDamagedError(Exception):
+    """The store could not be opened (damaged, missing, or in use); the message says what to do."""
+
+
 class Batch(Protocol):
     def put(self, family: Family, key: bytes, value: bytes) -> None: ...
 

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from rocksdict import (
+    AccessType,
     BlockBasedOptions,
     BottommostLevelCompaction,
     CompactOptions,
+    DBRecoveryMode,
     Options,
     Rdict,
     ReadOptions,
@@ -21,7 +23,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from pyqueue.store.contract import Batch, Family, StoreFullError
+from pyqueue.store.contract import Batch, Family, StoreDamagedError, StoreFullError
 
 TOMBSTONE_WINDOW = 10_000
 TOMBSTONE_TRIGGER = 5_000
@@ -30,6 +32,23 @@ TOMBSTONE_TRIGGER = 5_000
 def _is_disk_full(exc: Exception) -> bool:
     text = str(exc)
     return "No space left" in text or "NoSpace" in text
+
+
+def _opening_error(path: Path, exc: Exception) -> Exception:
+    """Why a store would not open, with what to do."""
+    text = str(exc)
+    if "lock" in text.lower():
+        return StoreDamagedError(
+            f"{path} is in use by another process (RocksDB holds its LOCK): stop the other "
+            f"pyqueue serve first, or give another --data-dir ({text})"
+        )
+    if "Corruption" in text or "corrupt" in text.lower() or "checksum" in text.lower():
+        return StoreDamagedError(
+            f"{path} is damaged and was not opened: {text}. Nothing was changed. Choices: restore "
+            f"it from a backup, or run `pyqueue repair --data-dir {path}`, which keeps what can be "
+            "read and drops the rest (jobs may be lost)"
+        )
+    return StoreDamagedError(f"{path} could not be opened: {text}")
 
 
 class RocksBatch:
@@ -55,18 +74,51 @@ class RocksBatch:
 class RocksStore:
     """A RocksDB directory with two column families, `data` and `index`."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        max_open_files: int = -1,
+        salvage: bool = False,
+    ) -> None:
+        """Open (or create) the store. `read_only` opens an existing store for reading and never
+        creates or changes anything (what `pyqueue check` uses). `salvage` opens a damaged one
+        skipping every corrupt log record (what `pyqueue repair` uses: the records lost are lost)."""
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        leftovers = [
+            p for p in self.path.glob("*") if p.suffix in (".sst", ".log") or p.name.startswith("MANIFEST")
+        ]
+        if not (self.path / "CURRENT").exists() and (read_only or leftovers):
+            # Never start a new store over an old one's files: RocksDB would delete them.
+            raise StoreDamagedError(
+                f"{self.path} holds no store (its CURRENT file is missing): if a store was there, it "
+                f"is damaged; `pyqueue repair --data-dir {self.path}` salvages what it can"
+            )
+        if not read_only:
+            self.path.mkdir(parents=True, exist_ok=True)
         db_options = Options(raw_mode=True)
-        db_options.create_if_missing(True)
-        db_options.create_missing_column_families(True)
+        db_options.create_if_missing(not read_only)
+        db_options.create_missing_column_families(not read_only)
         db_options.increase_parallelism(2)
-        self._db = Rdict(
-            str(self.path),
-            db_options,
-            column_families={"data": self._data_options(), "index": self._index_options()},
+        db_options.set_max_open_files(max_open_files)
+        # Damage is loud: checksums verified, and a corrupt record in the middle of the log
+        # refuses the start (a torn record at its very end, from a crash mid-write, is expected).
+        db_options.set_paranoid_checks(not salvage)
+        db_options.set_wal_recovery_mode(
+            DBRecoveryMode.skip_any_corrupted_record()
+            if salvage
+            else DBRecoveryMode.tolerate_corrupted_tail_records()
         )
+        try:
+            self._db = Rdict(
+                str(self.path),
+                db_options,
+                column_families={"data": self._data_options(), "index": self._index_options()},
+                access_type=AccessType.read_only() if read_only else AccessType.read_write(),
+            )
+        except Exception as exc:
+            raise _opening_error(self.path, exc) from exc
         self._families = {
             Family.DATA: self._db.get_column_family("data"),
             Family.INDEX: self._db.get_column_family("index"),
@@ -168,6 +220,11 @@ class RocksStore:
         options.set_bottommost_level_compaction(BottommostLevelCompaction.force())
         for family in self._families.values():
             family.compact_range(None, None, options)
+
+    def flush(self) -> None:
+        """Write every memtable to table files (the log is then no longer needed)."""
+        for family in self._families.values():
+            family.flush(True)
 
     def close(self) -> None:
         self._db.close()

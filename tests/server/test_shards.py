@@ -281,3 +281,25 @@ def test_moving_jobs_to_a_queue_of_another_shard_is_refused(sharded: ServerProce
         client.update_jobs({"queue": same}, queue=here)
         assert client.get_job(job_id).queue == same
         assert client.count_jobs(queue=same) == 1
+
+
+def test_a_second_supervisor_on_the_same_data_dir_is_refused(sharded: ServerProcess) -> None:
+    topology = (sharded.data_dir / "topology.json").read_bytes()
+    again = subprocess.run(
+        [
+            *sharded.command,
+            "serve",
+            "--data-dir",
+            str(sharded.data_dir),
+            "--shards",
+            "4",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode != 0
+    assert "is served by another pyqueue serve (pid" in again.stderr and "Traceback" not in again.stderr
+    assert (sharded.data_dir / "topology.json").read_bytes() == topology, "the live topology is untouched"

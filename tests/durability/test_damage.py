@@ -1,0 +1,107 @@
+"""A damaged data dir is loud, never silent: the server refuses to start and says which file and
+what to do; `pyqueue check` reports it and changes nothing; `pyqueue repair` is a separate step."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import ServerProcess
+
+import pyqueue
+
+
+def filled_then_killed(tmp_path: Path, jobs: int = 2000, batch: int = 500) -> ServerProcess:
+    server = ServerProcess(tmp_path / "data").start()
+    with pyqueue.Client(server.address) as client:
+        for _ in range(jobs // batch):
+            client.enqueue_many([{"type": "t", "payload": b"x" * 200}] * batch)
+    server.kill()  # the jobs are in the write-ahead log, not yet in table files
+    return server
+
+
+def serve(server: ServerProcess) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *server.command,
+            "serve",
+            "--data-dir",
+            str(server.data_dir),
+            "--listen",
+            "127.0.0.1:0",
+            "--shards",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def data_files(data_dir: Path) -> dict[str, bytes]:
+    """The store's own files and their contents (RocksDB's diagnostic LOG files aside)."""
+    return {
+        p.name: p.read_bytes()
+        for p in data_dir.iterdir()
+        if p.suffix in (".log", ".sst") or p.name.startswith(("MANIFEST", "CURRENT", "OPTIONS"))
+    }
+
+
+def check(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pyqueue", "check", "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_corrupt_record_in_the_middle_of_the_log_refuses_the_start(tmp_path: Path) -> None:
+    server = filled_then_killed(tmp_path)
+    (wal,) = sorted(server.data_dir.glob("*.log"), key=lambda p: p.stat().st_size)[-1:]
+    raw = bytearray(wal.read_bytes())
+    middle = len(raw) // 2
+    raw[middle : middle + 8] = bytes(b ^ 0xFF for b in raw[middle : middle + 8])
+    wal.write_bytes(bytes(raw))
+    before = data_files(server.data_dir)
+    started = serve(server)
+    assert started.returncode != 0, "the server must not start with half its jobs"
+    assert "is damaged and was not opened" in started.stderr and "pyqueue repair" in started.stderr
+    assert "Traceback" not in started.stderr
+    checked = check(server.data_dir)
+    assert checked.returncode != 0 and "problem:" in checked.stderr
+    assert data_files(server.data_dir) == before, "check and the refused start changed nothing"
+
+
+def test_a_missing_current_file_is_reported_and_nothing_is_created(tmp_path: Path) -> None:
+    server = filled_then_killed(tmp_path, jobs=500)
+    (server.data_dir / "CURRENT").unlink()
+    before = data_files(server.data_dir)
+    checked = check(server.data_dir)
+    assert checked.returncode != 0 and "CURRENT file is missing" in checked.stderr
+    started = serve(server)
+    assert started.returncode != 0 and "CURRENT file is missing" in started.stderr
+    assert data_files(server.data_dir) == before, "no new store over the old files"
+
+
+def test_repair_is_an_explicit_step_after_which_the_store_serves(tmp_path: Path) -> None:
+    server = filled_then_killed(tmp_path, jobs=500, batch=50)
+    (wal,) = server.data_dir.glob("*.log")
+    raw = bytearray(wal.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    wal.write_bytes(bytes(raw))
+    assert serve(server).returncode != 0
+    repaired = subprocess.run(
+        [sys.executable, "-m", "pyqueue", "repair", "--data-dir", str(server.data_dir), "--yes"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert repaired.returncode == 0, repaired.stderr
+    server.start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            assert 0 < client.count_jobs() < 500, "what could be read is back; the damaged batch is gone"
+        server.stop()
+        assert check(server.data_dir).returncode == 0
+    finally:
+        server.close()
