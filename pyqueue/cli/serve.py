@@ -47,6 +47,14 @@ import click
 @click.option("--max-name-length", type=int, default=128, show_default=True)
 @click.option("--max-prefetch", type=int, default=10_000, show_default=True)
 @click.option(
+    "--max-stream-bytes",
+    type=int,
+    default=64 << 20,
+    show_default=True,
+    help="Payload bytes delivered to one worker stream and not yet answered; past it the stream "
+    "waits, whatever its prefetch.",
+)
+@click.option(
     "--max-retries", type=int, default=25, show_default=True, help="Default retries before a job is dead."
 )
 @click.option(
@@ -107,6 +115,7 @@ def serve(
     max_jobs_per_enqueue: int,
     max_name_length: int,
     max_prefetch: int,
+    max_stream_bytes: int,
     max_retries: int,
     backoff: tuple[float, float, float],
     max_worker_losses: int,
@@ -147,6 +156,7 @@ def serve(
         max_jobs_per_enqueue=max_jobs_per_enqueue,
         max_name_length=max_name_length,
         max_prefetch=max_prefetch,
+        max_stream_bytes=max_stream_bytes,
     )
     run_server(
         ServerConfig(

@@ -21,7 +21,6 @@ from pyqueue._native import ClaimToken
 from pyqueue.engine import ranges
 from pyqueue.engine.errors import EngineError, InvalidArgument
 from pyqueue.engine.model import Ending, Failure, JobView, Outcome, Rejection
-from pyqueue.store.records import JobRecord
 
 if TYPE_CHECKING:
     from pyqueue.engine.engine import Engine
@@ -33,19 +32,30 @@ class Held:
 
     lease: int
     timeout_ms: int
+    size: int  # payload bytes: what this attempt keeps in the stream's buffers until answered
     started_ms: int = 0  # 0: delivered but not started (prefetched)
     answering: bool = False  # an ack or fail for it is being committed
 
 
 class Consumer:
     def __init__(
-        self, engine: "Engine", queues: Sequence[str], prefetch: int, *, reports_starts: bool = False
+        self,
+        engine: "Engine",
+        queues: Sequence[str],
+        prefetch: int,
+        *,
+        reports_starts: bool = False,
+        max_bytes: int = 64 << 20,
     ) -> None:
         self.engine = engine
         self.queues = tuple(dict.fromkeys(queues))
         self.prefetch = prefetch
         self.reports_starts = reports_starts
         self.held: dict[int, Held] = {}
+        # Credit in bytes as well as jobs: a consumer that reads slowly (or never) holds at most
+        # this much payload in flight, whatever its prefetch.
+        self.max_bytes = max_bytes
+        self.held_bytes = 0
         self.closed = False
         self._selection = engine.memory.ready.select(list(self.queues))
         self._claiming = 0
@@ -57,6 +67,8 @@ class Consumer:
 
     @property
     def credit(self) -> int:
+        if self.held_bytes >= self.max_bytes:
+            return 0
         return self.prefetch - len(self.held) - self._claiming
 
     # The dispatcher's side (Listener).
@@ -71,14 +83,21 @@ class Consumer:
         self._wake.set()
 
     # The committer's side (Holder).
-    def delivered(self, records: Sequence[JobRecord]) -> None:
+    def delivered(self, jobs: Sequence[JobView]) -> None:
         if self.closed:
             # The stream ended while its claim was being written: never seen by the worker.
-            self.engine.hand_back_soon([(r.id, r.lease, Ending.RELEASED) for r in records])
+            self.engine.hand_back_soon([(j.record.id, j.record.lease, Ending.RELEASED) for j in jobs])
             return
         started = 0 if self.reports_starts else self.engine.clock()
-        for record in records:
-            self.held[record.id] = Held(record.lease, record.timeout_ms, started)
+        for job in jobs:
+            record = job.record
+            self.held[record.id] = Held(record.lease, record.timeout_ms, len(job.payload), started)
+            self.held_bytes += len(job.payload)
+
+    def _forget(self, job_id: int) -> None:
+        held = self.held.pop(job_id, None)
+        if held is not None:
+            self.held_bytes -= held.size
 
     def _credit_freed(self) -> None:
         self._look = True
@@ -220,7 +239,7 @@ class Consumer:
     def release(self, outcome: Outcome) -> None:
         """Forget the attempts an answer finished and open the credit they held."""
         for job_id in outcome.finished:
-            self.held.pop(job_id, None)
+            self._forget(job_id)
         self._credit_freed()
 
     def start(self, pairs: Sequence[tuple[int, int]]) -> None:
@@ -257,7 +276,7 @@ class Consumer:
         attempt, taken or not."""
         items = []
         for job_id, lease in self._held(pairs):
-            self.held.pop(job_id)
+            self._forget(job_id)
             items.append((job_id, lease, Ending.RELEASED))
         self._credit_freed()
         return await self.engine.hand_back(items, delay_ms) if items else []
@@ -271,6 +290,7 @@ class Consumer:
         self.engine.dispatcher.unregister(self)
         self._wake.set()
         held, self.held = self.held, {}
+        self.held_bytes = 0
         ended = Ending.INTERRUPTED if clean else Ending.LOST
         items = [
             (job_id, h.lease, ended if h.started_ms else Ending.RELEASED)

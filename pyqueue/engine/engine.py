@@ -336,10 +336,13 @@ class Engine:
         for queue in queues:
             limits.check_name("queue", queue)
         limits.check_prefetch(prefetch)
-        return Consumer(self, queues, prefetch, reports_starts=reports_starts)
+        return Consumer(
+            self, queues, prefetch, reports_starts=reports_starts, max_bytes=limits.max_stream_bytes
+        )
 
     async def confirm_claim(self, job_ids: Sequence[int], holder: Consumer) -> list[JobView]:
-        jobs: list[JobView] = await self._submit(requests.Claim(job_ids, holder, self.memory))
+        budget = max(holder.max_bytes - holder.held_bytes, 1)
+        jobs: list[JobView] = await self._submit(requests.Claim(job_ids, holder, self.memory, budget))
         self.stats["delivered"] += len(jobs)
         return jobs
 

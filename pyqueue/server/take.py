@@ -27,6 +27,7 @@ from pyqueue.v1 import queue_pb2 as pb
 
 _ANSWERS = ("start", "ack", "fail", "extend", "release")
 _CANCEL_GRACE_S = 0.2
+SEND_TIMEOUT_S = 60.0
 BATCH_BYTES = 4 << 20  # a delivery message; the message limit is 64 MiB
 _JOB_OVERHEAD = 1024  # the fields around a payload, generously (names are at most 128 bytes)
 
@@ -49,6 +50,7 @@ class TakeStream:
         self._pending: set[asyncio.Task[Any]] = set()
         self._ending = asyncio.Event()
         self._clean = False  # the worker half-closed, or the server is stopping
+        self._stalled = False
         self._protocol_error = ""
 
     async def run(self) -> None:
@@ -72,6 +74,9 @@ class TakeStream:
         reader = asyncio.get_running_loop().create_task(self._read())
         try:
             await self._push(self.consumer)
+        except TimeoutError:
+            if not self._stalled:
+                raise
         finally:
             # Acks already received are committed before the rest goes back to the queue.
             reader.cancel()
@@ -81,6 +86,11 @@ class TakeStream:
                 await asyncio.gather(*self._pending, return_exceptions=True)
         if self._protocol_error:
             await self.context.abort(grpc.StatusCode.INVALID_ARGUMENT, self._protocol_error)
+        if self._stalled:
+            await self.context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"this worker read nothing for {SEND_TIMEOUT_S:.0f}s; its jobs went back to the queue",
+            )
 
     def end(self) -> None:
         """Server shutdown: stop pushing and let the stream finish; what it holds was interrupted."""
@@ -100,7 +110,16 @@ class TakeStream:
 
     async def _send(self, message: pb.TakeResponse) -> None:
         async with self._send_lock:
-            await self.context.write(message)
+            try:
+                await asyncio.wait_for(self.context.write(message), SEND_TIMEOUT_S)
+            except TimeoutError:
+                # A worker that stopped reading: its buffers are bounded (credit in bytes), and
+                # after this long its stream ends and what it holds goes back to the queue.
+                self._stalled = True
+                self._clean = True
+                if self.consumer is not None:
+                    self.consumer.close(clean=True)
+                raise
             self._last_sent = time.monotonic()
 
     async def _read(self) -> None:

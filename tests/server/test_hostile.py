@@ -2,6 +2,8 @@
 with a status that names the fix, or served, and the server keeps running."""
 
 import math
+import threading
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -136,8 +138,6 @@ def test_a_repeated_id_in_one_ack_completes_the_job_once(stub, server: ServerPro
 
 def iter_until(requests: list[pb.TakeRequest]) -> Iterator[pb.TakeRequest]:
     """Yield what the test appends to `requests`, as it appends it."""
-    import time
-
     sent = 0
     while True:
         while sent < len(requests):
@@ -208,4 +208,34 @@ def test_a_request_that_fails_inside_the_writer_fails_alone(tmp_path) -> None:  
             assert client.get_job(a.id).status == "ready", "the failed ack changed nothing"
         assert server.proc is not None and server.proc.poll() is None
     finally:
+        server.close()
+
+
+def test_streams_that_never_read_hold_a_bounded_share_of_the_backlog(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    server = ServerProcess(tmp_path / "data", "--max-stream-bytes", str(4 << 20)).start()
+    hold = threading.Event()
+    channel = grpc.insecure_channel(server.address)
+    stub = pb_grpc.QueueStub(channel)
+
+    def never_reads() -> Iterator[pb.TakeRequest]:
+        yield pb.TakeRequest(subscribe=pb.Subscribe(queues=["default"], prefetch=1000))
+        hold.wait(60)
+
+    try:
+        with pyqueue.Client(server.address) as client:
+            for _ in range(12):
+                client.enqueue_many([{"type": "t", "payload": b"p" * (1 << 20)}] * 10)
+            calls = [stub.Take(never_reads(), timeout=60) for _ in range(10)]
+            # Each stream gets 4 MiB of payload (four 1 MiB jobs) and no more, whatever its prefetch.
+            deadline = time.monotonic() + 30
+            while client.count_jobs(status="in_flight") < 40 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert client.count_jobs(status="in_flight") == 40
+            assert client.count_jobs(status="ready") == 80
+            hold.set()
+            for call in calls:
+                call.cancel()
+    finally:
+        hold.set()
+        channel.close()
         server.close()

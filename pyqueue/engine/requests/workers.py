@@ -19,30 +19,50 @@ class Holder(Protocol):
     queues: tuple[str, ...]
     reports_starts: bool  # then the time limit runs from the start, not from the delivery
 
-    def delivered(self, records: Sequence[JobRecord]) -> None: ...
+    def delivered(self, jobs: Sequence[JobView]) -> None: ...
 
 
 class Claim(Request):
     """Mark ready jobs in flight for one stream. The ids were already removed from the ready set:
-    that removal was the claim; this is the compare-and-swap that confirms it on disk."""
+    that removal was the claim; this is the compare-and-swap that confirms it on disk.
+
+    At most `budget_bytes` of payload is taken (always at least one job): the rest goes back to the
+    ready set untouched, so a stream's buffers stay bounded whatever its prefetch."""
 
     needs_sync = False
 
-    def __init__(self, job_ids: Sequence[int], holder: Holder, memory: Memory) -> None:
+    def __init__(
+        self, job_ids: Sequence[int], holder: Holder, memory: Memory, budget_bytes: int = 1 << 62
+    ) -> None:
         super().__init__()
         self.job_ids = job_ids
         self.holder = holder
         self.memory = memory
+        self.budget_bytes = budget_bytes
         self.taken: list[JobRecord] = []
+        self.untaken: list[JobRecord] = []
 
     def reset(self) -> None:
         super().reset()
         self.taken.clear()
+        self.untaken.clear()
 
     def apply(self, view: BatchView) -> None:
-        for record in view.records(self.job_ids):
-            if record is None or record.status != Status.READY or record.queue not in self.holder.queues:
-                continue  # a stale hint: deleted, moved to another queue, or changed since it was queued
+        valid = [
+            r
+            for r in view.records(self.job_ids)
+            # Not valid: a stale hint (deleted, moved to another queue, or changed since it was queued).
+            if r is not None and r.status == Status.READY and r.queue in self.holder.queues
+        ]
+        payloads = view.payloads([r.id for r in valid])
+        used = 0
+        chosen: list[bytes] = []
+        for record, payload in zip(valid, payloads, strict=True):
+            if self.untaken or (chosen and used + len(payload) > self.budget_bytes):
+                self.untaken.append(record)  # and every one after it: the order holds
+                continue
+            used += len(payload)
+            chosen.append(payload)
             before = indexed(record)
             record.status = Status.IN_FLIGHT
             record.attempts += 1
@@ -52,16 +72,16 @@ class Claim(Request):
             view.save(record, before)
             # A snapshot: the writer may change the cached record again while the loop sends this one.
             self.taken.append(record.clone())
-        payloads = view.payloads([r.id for r in self.taken])
-        self.result = [JobView(r, p) for r, p in zip(self.taken, payloads, strict=True)]
+        self.result = [JobView(r, p) for r, p in zip(self.taken, chosen, strict=True)]
 
     def on_commit(self) -> None:
-        self.holder.delivered(self.taken)
+        self.holder.delivered(self.result)
         self.memory.became_in_flight(self.taken)
+        self.memory.became_ready(self.untaken)
 
     def on_error(self) -> None:
         # The keys left memory but the write failed: give them back so another stream can try.
-        self.memory.became_ready(self.taken)
+        self.memory.became_ready(self.taken + self.untaken)
 
 
 class Ack(Transitions):
