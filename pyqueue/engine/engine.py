@@ -253,6 +253,10 @@ class Engine:
         limits = self.config.limits
         limits.check_filter("queues", len(f.queues))
         limits.check_filter("types", len(f.types))
+        for queue in f.queues:
+            limits.check_name("filter: queue", queue)
+        for type_ in f.types:
+            limits.check_name("filter: type", type_)
 
     async def list_jobs(self, f: query.JobFilter, limit: int, descending: bool, cursor: str) -> query.Page:
         self.check_filter(f)

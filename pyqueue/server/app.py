@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from pyqueue.engine import Engine, EngineConfig
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.descriptors import raise_limit, rocksdb_share
+from pyqueue.server.handlers import add_queue_service
 from pyqueue.server.service import QueueService
 from pyqueue.store import RocksStore, StoreDamagedError
 from pyqueue.v1 import queue_pb2 as pb
@@ -46,7 +47,7 @@ async def start_grpc(
 ) -> tuple[grpc.aio.Server, Any, str]:
     """A gRPC server with the Queue service, health and reflection, listening; (server, health, address)."""
     server = grpc.aio.server(options=options)
-    pb_grpc.add_QueueServicer_to_server(servicer, server)
+    add_queue_service(servicer, server)
     health_service = health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
     names = (pb.DESCRIPTOR.services_by_name["Queue"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
