@@ -4,7 +4,7 @@ It reads every job record and every index entry, and rebuilds the in-memory sets
 starting server would, then reports every disagreement:
 - a record without its status, queue or type index entry, or without its payload;
 - an index entry whose record is missing or says otherwise;
-- a rebuilt ready or timer set that differs from what the records say it should hold.
+- a rebuilt ready or timer set, or a queue's counts, that differ from what the records say.
 """
 
 from collections import defaultdict
@@ -39,11 +39,13 @@ def check(store: Store) -> Report:
     expiring: set[tuple[int, int]] = set()
     status_entries: dict[bytes, bytes] = {}
     counts: dict[str, int] = defaultdict(int)
+    by_queue: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for key, raw in store.scan(Family.DATA, *keys.job_range()):
         job_id = keys.id_suffix(key)
         record = JobRecord.decode(job_id, raw)
         report.jobs += 1
         counts[record.status.label] += 1
+        by_queue[record.queue][record.status.label] += 1
         status_entries[keys.status_key(record.status, job_id)] = record.status_value()
         _expect_present(store, report, Family.DATA, keys.payload_key(job_id), f"job {job_id}: payload")
         _expect_present(
@@ -87,6 +89,12 @@ def check(store: Store) -> Report:
                 f"queue {queue!r}: rebuilt ready set ({len(got)} jobs) differs from the records "
                 f"({len(want)} jobs)"
             )
+    rebuilt_counts = memory.counts.by_queue()
+    expected_counts = {q: dict(c) for q, c in by_queue.items()}
+    if rebuilt_counts != expected_counts:
+        report.problems.append(f"the queue counts rebuilt from the index ({rebuilt_counts}) differ from the records")
+    if any(n < 0 for c in rebuilt_counts.values() for n in c.values()):
+        report.problems.append("a queue count is negative")
     _compare_timers(report, "scheduled", memory.scheduled, scheduled)
     _compare_timers(report, "expiring", memory.expiring, expiring)
     return report

@@ -10,9 +10,17 @@ from pyqueue.store.records import JobRecord
 Clock = Callable[[], int]
 """Milliseconds since the epoch; injectable so tests can drive time."""
 
+_WALL_AT_START_MS = time.time_ns() // 1_000_000
+_MONOTONIC_AT_START_MS = time.monotonic_ns() // 1_000_000
+
 
 def system_clock() -> int:
-    return time.time_ns() // 1_000_000
+    """The server's time: the wall clock when the process started, moved on by the monotonic
+    clock. A step of the system clock while it runs (NTP, an operator, a VM resumed) moves no
+    deadline, lease or retry already computed, and does not make time stand still or jump; the
+    server takes up the stepped wall clock at its next start. Clients' `run_at` times are compared
+    with this clock."""
+    return _WALL_AT_START_MS + time.monotonic_ns() // 1_000_000 - _MONOTONIC_AT_START_MS
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,3 +180,15 @@ def test_the_backoff_saturates_at_the_longest_span() -> None:
     policy = RetryPolicy(base_s=365 * 24 * 3600, exponent=10, jitter_s=24 * 3600)
     assert policy.delay_ms(10_001) == LONGEST_MS
     assert RetryPolicy(exponent=1e308).delay_ms(2) == LONGEST_MS
+
+
+def test_the_servers_clock_ignores_a_step_of_the_wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from pyqueue.engine.model import system_clock
+
+    before = system_clock()
+    stepped = time.time_ns() - 25 * 3600 * 10**9
+    monkeypatch.setattr(time, "time_ns", lambda: stepped)  # the wall clock jumps back 25 hours
+    after = system_clock()
+    assert 0 <= after - before < 60_000, "the server's time moves on as before"
