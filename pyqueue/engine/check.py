@@ -92,7 +92,9 @@ def check(store: Store) -> Report:
     rebuilt_counts = memory.counts.by_queue()
     expected_counts = {q: dict(c) for q, c in by_queue.items()}
     if rebuilt_counts != expected_counts:
-        report.problems.append(f"the queue counts rebuilt from the index ({rebuilt_counts}) differ from the records")
+        report.problems.append(
+            f"the queue counts rebuilt from the index ({rebuilt_counts}) differ from the records"
+        )
     if any(n < 0 for c in rebuilt_counts.values() for n in c.values()):
         report.problems.append("a queue count is negative")
     _compare_timers(report, "scheduled", memory.scheduled, scheduled)

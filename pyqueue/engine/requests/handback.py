@@ -6,7 +6,9 @@
   never kills the job: a deploy is not the job's fault;
 - lost (started, the worker vanished): the attempt counts and so does the loss; a job that has
   taken down `max_worker_losses` workers is dead instead of looping forever;
-- recovered (in flight at the last stop): ready again, the attempt counts.
+- recovered (in flight when the server died: a clean stop hands everything back first): ready
+  again, and the death counts like a lost worker, so a job that keeps taking the server down is
+  dead after `max_worker_losses` restarts instead of crashing it for ever.
 
 The lease is not taken back: an answer from the attempt that ended stays refused.
 """
@@ -52,15 +54,15 @@ class HandBack(Transitions):
                     continue
             elif ending == Ending.INTERRUPTED:
                 write_error(view, record, "interrupted", _INTERRUPTED)
-            elif ending == Ending.LOST:
+            elif ending in (Ending.LOST, Ending.RECOVERED):
                 record.lost += 1
                 if record.lost >= self.policy.max_worker_losses:
                     write_error(
                         view,
                         record,
                         "lost",
-                        f"{record.lost} workers were lost while running this job; "
-                        "it is dead so that it stops taking workers down",
+                        f"{record.lost} workers (or server processes) were lost while this job was "
+                        "in flight; it is dead so that it stops taking them down",
                     )
                     self.finish(view, record, Status.DEAD, self.policy.keep_dead_ms)
                     continue
