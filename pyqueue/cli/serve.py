@@ -47,9 +47,16 @@ import click
 @click.option("--max-name-length", type=int, default=128, show_default=True)
 @click.option("--max-prefetch", type=int, default=10_000, show_default=True)
 @click.option(
+    "--max-streams",
+    type=int,
+    default=10_000,
+    show_default=True,
+    help="Worker streams open at once; past it a new one is refused with RESOURCE_EXHAUSTED.",
+)
+@click.option(
     "--max-stream-bytes",
     type=int,
-    default=64 << 20,
+    default=16 << 20,
     show_default=True,
     help="Payload bytes delivered to one worker stream and not yet answered; past it the stream "
     "waits, whatever its prefetch.",
@@ -115,6 +122,7 @@ def serve(
     max_jobs_per_enqueue: int,
     max_name_length: int,
     max_prefetch: int,
+    max_streams: int,
     max_stream_bytes: int,
     max_retries: int,
     backoff: tuple[float, float, float],
@@ -156,6 +164,7 @@ def serve(
         max_jobs_per_enqueue=max_jobs_per_enqueue,
         max_name_length=max_name_length,
         max_prefetch=max_prefetch,
+        max_streams=max_streams,
         max_stream_bytes=max_stream_bytes,
     )
     run_server(

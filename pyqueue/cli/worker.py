@@ -44,6 +44,13 @@ def load_app(target: str) -> object:
 )
 @click.option("--log-jobs", is_flag=True, help="Log one INFO line per finished job.")
 @click.option(
+    "--summary-every",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds between summary lines (done, failed, timed out; 0: none).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",
@@ -58,6 +65,7 @@ def worker(
     grace: float,
     pool: str,
     log_jobs: bool,
+    summary_every: float,
     log_level: str,
 ) -> None:
     """Run the job functions of MODULE:APP on jobs from the server."""
@@ -77,5 +85,6 @@ def worker(
         pool=pool,
         target=target,
         log_jobs=log_jobs,
+        summary_s=summary_every,
     )
     raise SystemExit(run_worker(app, config))

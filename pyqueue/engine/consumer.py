@@ -45,7 +45,7 @@ class Consumer:
         prefetch: int,
         *,
         reports_starts: bool = False,
-        max_bytes: int = 64 << 20,
+        max_bytes: int = 16 << 20,
     ) -> None:
         self.engine = engine
         self.queues = tuple(dict.fromkeys(queues))

@@ -24,7 +24,8 @@ class Limits:
     max_filter_names: int = 256  # queues or types in one filter (ids: query.MAX_IDS)
     max_error_bytes: int = 16 << 10  # a failure's message (cut beyond, not refused)
     max_backtrace_bytes: int = 64 << 10
-    max_stream_bytes: int = 64 << 20  # payload delivered to one stream and not yet answered
+    max_streams: int = 10_000  # worker streams open at once on one server (or shard)
+    max_stream_bytes: int = 16 << 20  # payload delivered to one stream and not yet answered
     _good_names: set[str] = field(default_factory=set, compare=False, repr=False)
 
     def check_name(self, what: str, name: str) -> None:

@@ -164,6 +164,13 @@ class QueueService(pb_grpc.QueueServicer):
 
     @answered
     async def Take(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
+        limit = self.engine.config.limits.max_streams
+        if len(self.streams) >= limit:
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{limit} worker streams are open, the most this server takes (--max-streams); "
+                "retry later, or share streams between fewer processes",
+            )
         stream = TakeStream(self.engine, context, self.config.heartbeat_s, self._check_owner)
         self.streams.add(stream)
         try:

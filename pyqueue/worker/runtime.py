@@ -299,6 +299,11 @@ def run_worker(app: App, config: WorkerConfig) -> int:
         code = asyncio.run(worker.run())
     else:
         code = uvloop.run(worker.run())
+    # The pool was shut down: idle threads leave at once, handlers still running do not.
+    deadline = time.monotonic() + 1.0
+    for thread in threading.enumerate():
+        if thread.name.startswith("pyqueue-job"):
+            thread.join(max(deadline - time.monotonic(), 0))
     abandoned = [t for t in threading.enumerate() if t.name.startswith("pyqueue-job") and t.is_alive()]
     if abandoned:
         # Handlers past their limit or the grace period: the interpreter would wait for them at exit.

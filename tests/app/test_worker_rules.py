@@ -137,12 +137,18 @@ def test_failures_are_logged_with_their_traceback_and_jobs_with_log_jobs(
     log = tmp_path / "ran.log"
     boom = sample_app.explode.enqueue("kaboom")
     sample_app.add.enqueue(1, 1)
-    worker = start_worker(server, log, "--log-jobs")
+    worker = start_worker(server, log, "--log-jobs", "--summary-every", "0.5")
+    early: list[str] = []
     try:
         assert wait_status(client, boom.id, "scheduled")
         wait_for_lines(log, 1)
+        assert worker.stdout is not None
+        for line in worker.stdout:  # the summary comes within a second; the test's timeout bounds it
+            early.append(line)
+            if "last 0s: 1 done, 1 failed" in line:
+                break
     finally:
-        out = stop(worker)
+        out = "".join(early) + stop(worker)
     assert (
         f"WARNING pyqueue.worker: job {boom.id} (sample_app.explode) attempt 1 failed: ValueError: kaboom"
         in out

@@ -239,3 +239,18 @@ def test_streams_that_never_read_hold_a_bounded_share_of_the_backlog(tmp_path) -
         hold.set()
         channel.close()
         server.close()
+
+
+def test_streams_past_the_limit_are_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    server = ServerProcess(tmp_path / "data", "--max-streams", "2").start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            first, second = client.take("default", prefetch=1), client.take("default", prefetch=1)
+            client.enqueue_many([{"type": "t"}, {"type": "t"}])
+            assert first.next(timeout=30) is not None and second.next(timeout=30) is not None  # both served
+            with pytest.raises(pyqueue.ResourceExhausted, match="--max-streams"):
+                client.take("default").next(timeout=30)
+            first.close()
+            second.close()
+    finally:
+        server.close()
