@@ -143,6 +143,7 @@ def test_moved_and_reprioritised_jobs_come_out_in_their_new_order(client: pyqueu
     with client.take("src") as stream:
         job = stream.next(timeout=5)
         assert job is not None and job.id == first
+        job.ack()
         assert_nothing_else_comes(client, stream, "src")  # the moved job does not also come out of it
 
 
