@@ -84,7 +84,10 @@ def ack_flood(tmp: Path) -> dict[str, float]:
         channel = grpc.insecure_channel(server.address, options=[("grpc.max_send_message_length", 64 << 20)])
         stub = pb_grpc.QueueStub(channel)
         ids = list(range(1, 1_000_001))
-        flood = pb.TakeRequest(ack=pb.Ack(ids=ids, leases=[1] * len(ids)))
+        ack = pb.Ack(ids=ids)
+        if "leases" in pb.Ack.DESCRIPTOR.fields_by_name:  # (the protocol before answers named attempts)
+            ack.leases.extend([1] * len(ids))
+        flood = pb.TakeRequest(ack=ack)
         subscribe = pb.TakeRequest(subscribe=pb.Subscribe(queues=["default"], prefetch=10))
         started = time.monotonic()
 
