@@ -18,7 +18,7 @@ import hashlib
 import inspect
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
@@ -122,6 +122,15 @@ class JobFunction(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         return BoundJob(self, self.defaults).enqueue(*args, **kwargs)
 
+    def enqueue_many(self, calls: Iterable[Sequence[Any] | Mapping[str, Any]]) -> list[Job]:
+        """Many jobs in one call, all or nothing: each item is a job's positional arguments (a
+        tuple or list) or its keyword arguments (a dict). Every item is checked against the
+        signature before anything is sent."""
+        return BoundJob(self, self.defaults).enqueue_many(calls)
+
+    async def enqueue_many_async(self, calls: Iterable[Sequence[Any] | Mapping[str, Any]]) -> list[Job]:
+        return await BoundJob(self, self.defaults).enqueue_many_async(calls)
+
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         return await BoundJob(self, self.defaults).enqueue_async(*args, **kwargs)
 
@@ -148,6 +157,22 @@ class BoundJob(Generic[P, R]):
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         f = self.function
         return await f.app.async_client().enqueue(**self.opts.spec(f.name, f.payload(*args, **kwargs)))
+
+    def _specs(self, calls: Iterable[Any]) -> list[dict[str, Any]]:
+        f = self.function
+        specs = []
+        for call in calls:
+            if isinstance(call, Mapping):
+                specs.append(self.opts.spec(f.name, f.payload(**call)))
+            else:
+                specs.append(self.opts.spec(f.name, f.payload(*call)))
+        return specs
+
+    def enqueue_many(self, calls: Iterable[Any]) -> list[Job]:
+        return self.function.app.client.enqueue_many(self._specs(calls))
+
+    async def enqueue_many_async(self, calls: Iterable[Any]) -> list[Job]:
+        return await self.function.app.async_client().enqueue_many(self._specs(calls))
 
 
 class JobDecorator(Protocol):

@@ -176,3 +176,18 @@ def test_concurrent_enqueues_are_batched(app: pyqueue.App, client: pyqueue.Clien
         t.join(30)
     assert client.count_jobs(type="sample_app.noop") == 32
     assert app.client.enqueue_calls < 32
+
+
+def test_enqueue_many_checks_every_call_then_sends_one_request(app: pyqueue.App, client: pyqueue.Client) -> None:
+    with pytest.raises(TypeError, match="missing a required argument: 'b'"):
+        sample_app.add.enqueue_many([(1, 2), (3,)])
+    assert client.count_jobs() == 0, "nothing was sent"
+    calls_before = app.client.enqueue_calls
+    jobs = sample_app.add.options(priority=7).enqueue_many([(1, 2), {"a": 3, "b": 4}, [5, 6]])
+    assert [client.get_job(j.id).payload for j in jobs] == [
+        {"args": [1, 2], "kwargs": {}},
+        {"args": [], "kwargs": {"a": 3, "b": 4}},
+        {"args": [5, 6], "kwargs": {}},
+    ]
+    assert {client.get_job(j.id).priority for j in jobs} == {7}
+    assert app.client.enqueue_calls == calls_before, "one Enqueue, not through the single-job batcher"
