@@ -148,20 +148,51 @@ class AsyncTakeStream:
         self._check_open()
         self._outbox.put_nowait(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
 
-    async def _start(self, job: Job, confirm: bool) -> None:
-        """Tell the server the job starts; with `confirm`, return once that is on the wire (or
+    async def _start_all(self, jobs: list[Job], confirm: bool) -> None:
+        """Tell the server these jobs start; with `confirm`, return once that is on the wire (or
         the stream died)."""
         if not confirm:
-            self._outbox.put_nowait(Started(job.id, job.lease, _nothing))
+            for job in jobs:
+                self._outbox.put_nowait(Started(job.id, job.lease, _nothing))
             return
         sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._outbox.put_nowait(Started(job.id, job.lease, lambda: _resolve(sent, None)))
+        left = [len(jobs)]
+
+        def one_sent() -> None:
+            left[0] -= 1
+            if not left[0]:
+                _resolve(sent, None)
+
+        for job in jobs:
+            self._outbox.put_nowait(Started(job.id, job.lease, one_sent))
         await asyncio.wait({sent, self._reader}, return_when=asyncio.FIRST_COMPLETED)
 
     async def next(self, timeout: float | None = None, *, confirm_start: bool = False) -> Job | None:
         """The next job, or None after `timeout` seconds without one. Raises when the stream died.
 
         Taking a job starts it (see TakeStream.next): take only when you are ready to run it."""
+        jobs = await self.next_batch(1, timeout, confirm_start=confirm_start)
+        return jobs[0] if jobs else None
+
+    async def next_batch(
+        self, most: int, timeout: float | None = None, *, confirm_start: bool = False
+    ) -> list[Job]:
+        """The next job and up to `most - 1` more already here, started together (one message); []
+        after `timeout` seconds without one. A worker with several free slots takes this way."""
+        first = await self._take(timeout)
+        if first is None:
+            return []
+        jobs = [first]
+        while len(jobs) < most and not self._jobs.empty():
+            job = self._jobs.get_nowait()
+            if job is None:
+                self._jobs.put_nowait(None)  # the end stays visible to the next call
+                break
+            jobs.append(job)
+        await self._start_all(jobs, confirm_start)
+        return jobs
+
+    async def _take(self, timeout: float | None) -> Job | None:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
@@ -178,7 +209,6 @@ class AsyncTakeStream:
                 if failure is not None:
                     raise failure
                 return None
-            await self._start(job, confirm_start)
             return job
 
     def _check_alive(self) -> None:

@@ -3,6 +3,7 @@
 Each job id names its shard, so an ack, failure, start, extension or release goes to the stream of that shard; the
 combined stream is alive while every shard's stream is, and its failure is the first of theirs."""
 
+import asyncio
 from typing import Any, Generic, TypeVar
 
 from pyqueue.client.job import Job
@@ -40,6 +41,14 @@ class PerShard(Generic[S]):
 
     def _start(self, job: Job, confirm: bool) -> Any:
         return self._owner(job.id)._start(job, confirm)
+
+    async def _start_all(self, jobs: list[Job], confirm: bool) -> None:
+        by_owner: dict[int, list[Job]] = {}
+        for job in jobs:
+            by_owner.setdefault(id(self._owner(job.id)), []).append(job)
+        await asyncio.gather(
+            *(self._owner(group[0].id)._start_all(group, confirm) for group in by_owner.values())
+        )
 
     def _check_alive(self) -> None:
         for stream in self._by_shard.values():

@@ -142,19 +142,25 @@ class Worker:
         stop = asyncio.ensure_future(self.stopping.wait())
         try:
             while not self.stopping.is_set():
-                # A slot first, then the job: taking a job starts it.
+                # Slots first, then as many jobs as there are free slots: taking a job starts it
+                # (and their starts go out together, confirmed on the wire before they run).
                 if not await _first(self._slots.acquire(), stop, on_lost=self._slots.release):
                     break
-                job = await _first(stream.next(confirm_start=True), stop)
-                if job is False:
+                slots = 1
+                while not self._slots.locked():
+                    await self._slots.acquire()
+                    slots += 1
+                jobs = await _first(stream.next_batch(slots, confirm_start=True), stop)
+                for _ in range(slots - (len(jobs) if jobs else 0)):
                     self._slots.release()
+                if jobs is False:
                     break
-                if job is None:
-                    self._slots.release()
+                if not jobs:
                     raise PyQueueError("the take stream ended")
-                task = asyncio.ensure_future(self._run(stream, job))
-                running.add(task)
-                task.add_done_callback(running.discard)
+                for job in jobs:
+                    task = asyncio.ensure_future(self._run(stream, job))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
         finally:
             stop.cancel()
             await self._finish(running)
