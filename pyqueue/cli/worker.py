@@ -42,6 +42,14 @@ def load_app(target: str) -> object:
     help="Where sync handlers run: threads (a job past its time limit is abandoned) or child "
     "processes (it is killed).",
 )
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Worker processes to run (each with --concurrency slots and its own stream): one per core "
+    "uses them all.",
+)
 @click.option("--log-jobs", is_flag=True, help="Log one INFO line per finished job.")
 @click.option(
     "--summary-every",
@@ -64,6 +72,7 @@ def worker(
     concurrency: int,
     grace: float,
     pool: str,
+    processes: int,
     log_jobs: bool,
     summary_every: float,
     log_level: str,
@@ -73,6 +82,11 @@ def worker(
     from pyqueue.worker.runtime import WorkerConfig, run_worker
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if processes > 1:
+        from pyqueue.worker.processes import run_processes
+
+        load_app(target)  # a bad MODULE:APP is refused here, once, not by every child
+        raise SystemExit(run_processes(processes, sys.argv[1:]))
     app = load_app(target)
     if not isinstance(app, App):
         raise click.BadParameter(f"{target} is not a pyqueue.App", param_hint="APP")

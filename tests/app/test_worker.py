@@ -178,7 +178,9 @@ def test_concurrent_enqueues_are_batched(app: pyqueue.App, client: pyqueue.Clien
     assert app.client.enqueue_calls < 32
 
 
-def test_enqueue_many_checks_every_call_then_sends_one_request(app: pyqueue.App, client: pyqueue.Client) -> None:
+def test_enqueue_many_checks_every_call_then_sends_one_request(
+    app: pyqueue.App, client: pyqueue.Client
+) -> None:
     with pytest.raises(TypeError, match="missing a required argument: 'b'"):
         sample_app.add.enqueue_many([(1, 2), (3,)])
     assert client.count_jobs() == 0, "nothing was sent"

@@ -169,3 +169,19 @@ def test_a_job_that_kills_pyqueue_worker_three_times_is_dead(app, client, server
     stored = client.get_job(job.id)
     assert (stored.lost, stored.attempts) == (3, 3)
     assert client.job_errors(job.id)[-1].kind == "lost"
+
+
+def test_processes_runs_one_worker_per_process_and_stops_them_all(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess as sp
+
+    log = tmp_path / "ran.log"
+    for n in range(4):
+        sample_app.add.enqueue(n, n)
+    worker = start_worker(server, log, "--processes", "2")
+    try:
+        assert sorted(wait_for_lines(log, 4)) == sorted(f"add {2 * n}" for n in range(4))
+        children = sp.run(["pgrep", "-P", str(worker.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) == 2
+    finally:
+        out = stop(worker)
+    assert out.count("worker stopped") == 2, "each process stopped gracefully"
