@@ -137,3 +137,19 @@ def assert_nothing_else_comes(client, stream, queue: str = "default") -> None:  
     assert job is not None, "not even the marker came"
     assert job.id == marker, f"job {job.id} ({job.type}) came before the marker"
     job.ack()
+
+
+def pyqueue_command(*args: str, timeout: float = 60) -> "subprocess.CompletedProcess[str]":
+    """`python -m pyqueue ARGS`, run to its end (for commands that exit: check, a refused serve)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pyqueue", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def check_store(data_dir: Path) -> "subprocess.CompletedProcess[str]":
+    return pyqueue_command("check", "--data-dir", str(data_dir), timeout=120)
+
+
+def serve_once(data_dir: Path, *args: str) -> "subprocess.CompletedProcess[str]":
+    """A `pyqueue serve` expected to refuse to start (it would otherwise run until the timeout)."""
+    return pyqueue_command("serve", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0", *args)

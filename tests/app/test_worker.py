@@ -18,14 +18,6 @@ sys.path.insert(0, str(HERE))
 import sample_app  # noqa: E402
 
 
-@pytest.fixture
-def app(server: ServerProcess, tmp_path: Path):  # type: ignore[no-untyped-def]
-    sample_app.app.address = server.address
-    sample_app.LOG = tmp_path / "ran.log"
-    yield sample_app.app
-    sample_app.app.close()
-
-
 def start_worker(server: ServerProcess, log: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYQUEUE_ADDRESS": server.address, "SAMPLE_LOG": str(log)}
     return subprocess.Popen(

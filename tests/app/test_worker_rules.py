@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import ServerProcess, wait_status
+from harness import wait_status
 from test_worker import start_worker, wait_for_lines
 
 import pyqueue
@@ -15,14 +15,6 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 import sample_app  # noqa: E402
-
-
-@pytest.fixture
-def app(server: ServerProcess, tmp_path: Path):  # type: ignore[no-untyped-def]
-    sample_app.app.address = server.address
-    sample_app.LOG = tmp_path / "ran.log"
-    yield sample_app.app
-    sample_app.app.close()
 
 
 def stop(worker) -> str:  # type: ignore[no-untyped-def]

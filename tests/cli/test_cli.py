@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+from harness import check_store
+
 import pyqueue
 
 
@@ -55,11 +57,6 @@ def test_check_is_clean_on_a_store_with_a_paused_queue(server, client: pyqueue.C
     client.enqueue("t", queue="other")
     client.pause("held")
     server.stop()
-    out = subprocess.run(
-        [sys.executable, "-m", "pyqueue", "check", "--data-dir", str(server.data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = check_store(server.data_dir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ok:" in out.stdout

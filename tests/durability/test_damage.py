@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import ServerProcess
+from harness import ServerProcess, check_store
 
 import pyqueue
 
@@ -47,12 +47,7 @@ def data_files(data_dir: Path) -> dict[str, bytes]:
 
 
 def check(data_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pyqueue", "check", "--data-dir", str(data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return check_store(data_dir)
 
 
 def test_a_corrupt_record_in_the_middle_of_the_log_refuses_the_start(tmp_path: Path) -> None:

@@ -5,12 +5,10 @@ PYQUEUE_CRASH_CYCLES sets the number of cycles (10 by default, as in CI)."""
 
 import os
 import random
-import subprocess
-import sys
 import time
 
 import pytest
-from harness import ServerProcess
+from harness import ServerProcess, check_store
 from history import History, Load
 
 CYCLES = int(os.environ.get("PYQUEUE_CRASH_CYCLES", "10"))
@@ -44,11 +42,6 @@ def test_kill9_cycles_lose_nothing_acknowledged(tmp_path, shards: int) -> None: 
         load.stop_producing.set()
         load.stop_consuming.set()
         server.close()
-    out = subprocess.run(
-        [sys.executable, "-m", "pyqueue", "check", "--data-dir", str(server.data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = check_store(server.data_dir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ok:" in out.stdout

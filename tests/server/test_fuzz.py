@@ -4,8 +4,6 @@ Every call must end with a status, the server must never exit, and `pyqueue chec
 store consistent afterwards. The budget is fixed (PYQUEUE_FUZZ_EXAMPLES per RPC)."""
 
 import os
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +11,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from harness import ServerProcess
+from harness import ServerProcess, check_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -103,12 +101,7 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     channel.close()
     assert server.proc is not None and server.proc.poll() is None, "the server never exits"
     assert server.stop() == 0
-    checked = subprocess.run(
-        [sys.executable, "-m", "pyqueue", "check", "--data-dir", str(server.data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    checked = check_store(server.data_dir)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     print(f"\nfuzz: {sum(CODES.values())} calls answered: {dict(sorted(CODES.items()))}")
 

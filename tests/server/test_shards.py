@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from harness import ServerProcess
+from harness import ServerProcess, serve_once
 
 import pyqueue
 from pyqueue.cluster import Topology, shard_of_job
@@ -156,21 +156,7 @@ def test_a_killed_shard_is_restarted_and_the_others_keep_serving(sharded: Server
 def test_changing_the_shard_count_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
     server = ServerProcess(tmp_path / "data", "--shards", "2").start()
     server.stop()
-    again = subprocess.run(
-        [
-            *server.command,
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--shards",
-            "3",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    again = serve_once(tmp_path / "data", "--shards", "3")
     assert again.returncode != 0 and "start it with --shards 2" in again.stderr
 
 
@@ -241,21 +227,7 @@ def test_a_damaged_cluster_file_is_a_clear_error(tmp_path: Path, damage: bytes) 
     server = ServerProcess(tmp_path / "data", "--shards", "2").start()
     server.stop()
     (tmp_path / "data" / "cluster.json").write_bytes(damage)
-    again = subprocess.run(
-        [
-            *server.command,
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--shards",
-            "2",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    again = serve_once(tmp_path / "data", "--shards", "2")
     assert again.returncode != 0
     assert "cluster.json is damaged" in again.stderr and '{"shards": 2, "slots": 1024}' in again.stderr
     assert "Traceback" not in again.stderr
@@ -285,21 +257,7 @@ def test_moving_jobs_to_a_queue_of_another_shard_is_refused(sharded: ServerProce
 
 def test_a_second_supervisor_on_the_same_data_dir_is_refused(sharded: ServerProcess) -> None:
     topology = (sharded.data_dir / "topology.json").read_bytes()
-    again = subprocess.run(
-        [
-            *sharded.command,
-            "serve",
-            "--data-dir",
-            str(sharded.data_dir),
-            "--shards",
-            "4",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    again = serve_once(sharded.data_dir, "--shards", "4")
     assert again.returncode != 0
     assert "is served by another pyqueue serve (pid" in again.stderr and "Traceback" not in again.stderr
     assert (sharded.data_dir / "topology.json").read_bytes() == topology, "the live topology is untouched"
