@@ -13,6 +13,7 @@ interrupted (a clean end) or lost (an abrupt one).
 """
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -21,6 +22,8 @@ from pyqueue._native import ClaimToken
 from pyqueue.engine import ranges
 from pyqueue.engine.errors import EngineError, InvalidArgument
 from pyqueue.engine.model import Ending, Failure, JobView, Outcome, Rejection
+
+log = logging.getLogger("pyqueue.engine")
 
 if TYPE_CHECKING:
     from pyqueue.engine.engine import Engine
@@ -145,6 +148,11 @@ class Consumer:
         self._claiming = len(job_ids)
         try:
             jobs = await self.engine.confirm_claim(job_ids, self)
+        except EngineError as exc:
+            # A claim the writer could not confirm (a damaged block, say): the stream goes on; the
+            # jobs stay ready in the store, and the next start's rebuild offers them again.
+            log.error("claiming jobs %s failed (%s); they wait for the next start", list(job_ids), exc)
+            return []
         finally:
             self._claiming = 0
         if self._selection.has_ready():

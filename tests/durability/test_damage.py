@@ -1,11 +1,12 @@
 """A damaged data dir is loud, never silent: the server refuses to start and says which file and
 what to do; `pyqueue check` reports it and changes nothing; `pyqueue repair` is a separate step."""
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
 
-from harness import ServerProcess, check_store
+from harness import ServerProcess, check_store, pyqueue_command
 
 import pyqueue
 
@@ -98,5 +99,48 @@ def test_repair_is_an_explicit_step_after_which_the_store_serves(tmp_path: Path)
             assert 0 < client.count_jobs() < 500, "what could be read is back; the damaged batch is gone"
         server.stop()
         assert check(server.data_dir).returncode == 0
+    finally:
+        server.close()
+
+
+def test_a_corrupt_table_block_fails_the_requests_that_read_it_not_the_server(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+    with pyqueue.Client(server.address) as client:
+        ids = [
+            j.id
+            for j in client.enqueue_many(
+                [{"type": "t", "payload": bytes([i % 251]) * 4000} for i in range(500)]
+            )
+        ]
+    server.stop()
+    salvaged = pyqueue_command(
+        "repair", "--data-dir", str(server.data_dir), "--yes"
+    )  # flushes to table files
+    assert salvaged.returncode == 0, salvaged.stderr
+    biggest = max(server.data_dir.glob("*.sst"), key=lambda p: p.stat().st_size)
+    raw = bytearray(biggest.read_bytes())
+    middle = len(raw) // 2
+    raw[middle : middle + 64] = bytes(b ^ 0xFF for b in raw[middle : middle + 64])
+    biggest.write_bytes(bytes(raw))
+    server.start()
+    try:
+        failed = 0
+        with pyqueue.Client(server.address) as client:
+            for job_id in ids:
+                try:
+                    client.get_job(job_id)
+                except pyqueue.PyQueueError as exc:
+                    assert "failed inside the server" in str(exc)
+                    failed += 1
+            assert 0 < failed < len(ids), "the damaged block's jobs fail, the others are served"
+            taken = 0
+            with client.take("default", prefetch=100) as stream:
+                while (job := stream.next(timeout=10)) is not None:
+                    taken += 1
+                    with contextlib.suppress(pyqueue.PyQueueError):  # the damaged block's jobs
+                        job.ack()
+            assert taken >= len(ids) - failed - 100, "the stream goes on past the damaged block"
+            assert client.enqueue("t").id
+        assert server.proc is not None and server.proc.poll() is None, "the server is still up"
     finally:
         server.close()
