@@ -46,20 +46,3 @@ def test_sigterm_shuts_down_cleanly_and_returns_held_jobs(server) -> None:  # ty
     server.restart()
     with pyqueue.Client(server.address) as client:
         assert client.get_job(job_id).status == "ready"
-
-
-def test_a_job_in_flight_at_three_server_crashes_is_dead(server) -> None:  # type: ignore[no-untyped-def]
-    with pyqueue.Client(server.address) as client:
-        job_id = client.enqueue("t").id
-    for crash in range(1, 4):
-        with pyqueue.Client(server.address) as client, client.take("default") as stream:
-            job = stream.next(timeout=30, confirm_start=True)
-            assert job is not None and job.id == job_id
-            server.kill()  # the server dies while the job is in flight (as if it had killed it)
-        server.start()
-        with pyqueue.Client(server.address) as client:
-            stored = client.get_job(job_id)
-            assert stored.lost == crash
-            assert stored.status == ("dead" if crash == 3 else "ready")
-    with pyqueue.Client(server.address) as client:
-        assert client.job_errors(job_id)[-1].kind == "lost"
