@@ -1,26 +1,18 @@
 """`pyqueue worker MODULE:APP`."""
 
-import importlib
 import logging
-import os
 import sys
 
 import click
 
 
 def load_app(target: str) -> object:
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise click.BadParameter("give MODULE:APP, e.g. myproject.tasks:app", param_hint="APP")
-    sys.path.insert(0, os.getcwd())
+    from pyqueue.worker.loading import load_app as load
+
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.BadParameter(f"cannot import {module_name}: {exc}", param_hint="APP") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise click.BadParameter(f"{module_name} has no {attr!r}", param_hint="APP") from None
+        return load(target)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="APP") from None
 
 
 @click.command()

@@ -43,11 +43,11 @@ class PerShard(Generic[S]):
         return self._owner(job.id)._start(job, confirm)
 
     async def _start_all(self, jobs: list[Job], confirm: bool) -> None:
-        by_owner: dict[int, list[Job]] = {}
+        by_shard: dict[int, list[Job]] = {}
         for job in jobs:
-            by_owner.setdefault(id(self._owner(job.id)), []).append(job)
+            by_shard.setdefault(shard_of_job(job.id), []).append(job)
         await asyncio.gather(
-            *(self._owner(group[0].id)._start_all(group, confirm) for group in by_owner.values())
+            *(self._owner(group[0].id)._start_all(group, confirm) for group in by_shard.values())
         )
 
     def _check_alive(self) -> None:

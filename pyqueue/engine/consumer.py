@@ -179,9 +179,8 @@ class Consumer:
             return Rejection(job_id, "FAILED_PRECONDITION", f"job {job_id} is already being answered")
         return None
 
-    def _sort(self, pairs: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[Rejection]]:
-        """Split ack or fail answers into those for attempts held here (now marked as being
-        answered) and refusals."""
+    def _split(self, pairs: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[Rejection]]:
+        """The pairs that name a current attempt held here, and refusals for the rest."""
         current: list[tuple[int, int]] = []
         refused: list[Rejection] = []
         seen: set[int] = set()
@@ -189,21 +188,21 @@ class Consumer:
             rejection = self._current(job_id, lease, seen)
             if rejection is None:
                 current.append((job_id, lease))
-                self.held[job_id].answering = True
             else:
                 refused.append(rejection)
             seen.add(job_id)
         return current, refused
 
+    def _sort(self, pairs: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[Rejection]]:
+        """As `_split`, for acks and fails: the current ones are marked as being answered."""
+        current, refused = self._split(pairs)
+        for job_id, _ in current:
+            self.held[job_id].answering = True
+        return current, refused
+
     def _held(self, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-        """The pairs that name a current attempt held here (start, extend and release ignore the rest)."""
-        seen: set[int] = set()
-        current = []
-        for job_id, lease in pairs:
-            if self._current(job_id, lease, seen) is None:
-                current.append((job_id, lease))
-            seen.add(job_id)
-        return current
+        """Start, extend and release act on the current attempts and ignore the rest."""
+        return self._split(pairs)[0]
 
     async def ack(self, pairs: Sequence[tuple[int, int]]) -> Outcome:
         """Commit acks; call `release` once the caller has told the worker (credit opens then)."""

@@ -7,10 +7,7 @@ the event loop, without a thread per job.
 """
 
 import asyncio
-import importlib
 import multiprocessing
-import os
-import sys
 import traceback
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -18,17 +15,12 @@ from typing import Any
 
 from pyqueue.app import Kill, Retry
 from pyqueue.worker.execute import RemoteError, arguments
-
-
-def _load(target: str) -> Any:
-    module_name, _, attr = target.partition(":")
-    sys.path.insert(0, os.getcwd())
-    return getattr(importlib.import_module(module_name), attr)
+from pyqueue.worker.loading import load_app
 
 
 def _child(target: str, conn: Connection) -> None:
     """A child's life: run each job the parent sends, answer with what became of it."""
-    app = _load(target)
+    app: Any = load_app(target)
     while True:
         try:
             name, payload = conn.recv()
@@ -38,9 +30,7 @@ def _child(target: str, conn: Connection) -> None:
         args, kwargs = arguments(payload)
         try:
             if function.is_async:
-                import asyncio as child_asyncio
-
-                child_asyncio.run(function.fn(*args, **kwargs))
+                asyncio.run(function.fn(*args, **kwargs))
             else:
                 function.fn(*args, **kwargs)
         except Retry as retry:
