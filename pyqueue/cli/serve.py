@@ -54,6 +54,13 @@ import click
     help="Worker streams open at once; past it a new one is refused with RESOURCE_EXHAUSTED.",
 )
 @click.option(
+    "--max-connections",
+    type=int,
+    default=None,
+    show_default="what the open-file limit leaves after RocksDB's share, at most 10,000",
+    help="Client connections open at once; past it new ones are closed before any handshake.",
+)
+@click.option(
     "--max-stream-bytes",
     type=int,
     default=16 << 20,
@@ -123,6 +130,7 @@ def serve(
     max_name_length: int,
     max_prefetch: int,
     max_streams: int,
+    max_connections: int | None,
     max_stream_bytes: int,
     max_retries: int,
     backoff: tuple[float, float, float],
@@ -143,11 +151,11 @@ def serve(
     from pyqueue.server import serve as run_server
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from pyqueue.server.descriptors import raise_limit
+    from pyqueue.server.descriptors import connection_cap, raise_limit
 
-    raise_limit()
+    connections = max_connections or connection_cap(raise_limit())
     if shards > 1 and shard_count == 1:
-        _supervise(data_dir, listen, shards, shard_args(sys.argv), worker_timeout_s)
+        _supervise(data_dir, listen, shards, shard_args(sys.argv), worker_timeout_s, connections)
         return
     layout = data_dir / "cluster.json"
     if shard_count == 1 and layout.exists():
@@ -174,6 +182,7 @@ def serve(
             commit_mode=commit_mode,
             heartbeat_s=heartbeat_s,
             worker_timeout_s=worker_timeout_s,
+            max_connections=connections,
             limits=limits,
             min_free_bytes=min_free_bytes,
             shard_index=shard_index,
@@ -211,14 +220,16 @@ def shard_args(argv: list[str]) -> list[str]:
     return out
 
 
-def _supervise(data_dir: Path, listen: str, shards: int, args: list[str], worker_timeout_s: float) -> None:
+def _supervise(
+    data_dir: Path, listen: str, shards: int, args: list[str], worker_timeout_s: float, max_connections: int
+) -> None:
     import asyncio
 
     from pyqueue.cluster.metadata import MetadataError
     from pyqueue.server import ServerConfig
     from pyqueue.server.supervisor import supervise
 
-    options = ServerConfig(worker_timeout_s=worker_timeout_s).grpc_options()
+    options = ServerConfig(worker_timeout_s=worker_timeout_s, max_connections=max_connections).grpc_options()
     try:
         asyncio.run(supervise(data_dir, listen, shards, args, 10.0, options))
     except MetadataError as exc:

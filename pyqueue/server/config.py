@@ -19,6 +19,7 @@ class ServerConfig:
     worker_timeout_s: float = 15.0  # a silent worker host is declared gone within this
     shutdown_grace_s: float = 10.0
     max_message_bytes: int = 64 << 20
+    max_connections: int = 10_000  # past it grpc refuses new connections before any handshake
     min_free_bytes: int = 128 << 20
     shard_index: int = 0
     shard_count: int = 1
@@ -47,4 +48,5 @@ class ServerConfig:
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
             ("grpc.max_receive_message_length", self.max_message_bytes),
             ("grpc.max_send_message_length", self.max_message_bytes),
+            ("grpc.max_allowed_incoming_connections", self.max_connections),
         ]

@@ -1,7 +1,8 @@
 """File descriptors: a server holds one per client connection and RocksDB one per open file, and
 RocksDB failing to open its next log file stops the server. So the soft limit is raised to the
 hard one at start (systemd's default soft limit is 1024), and RocksDB gets a bounded share of it
-(`rocksdb_share`), the rest being the reserve for connections."""
+(`rocksdb_share`), the rest being the reserve for connections, which are capped below it
+(`connection_cap`) so that a flood of idle clients cannot take the descriptors RocksDB needs."""
 
 import logging
 import resource
@@ -33,3 +34,12 @@ def raise_limit() -> int:
 def rocksdb_share(limit: int) -> int:
     """How many files RocksDB may keep open: a quarter of the limit, between 64 and 5000."""
     return max(64, min(limit // 4, 5000))
+
+
+RESERVE = 64  # descriptors for everything else: the listening socket, logs, the lock, pipes
+
+
+def connection_cap(limit: int) -> int:
+    """How many client connections to accept at once: what the limit leaves after RocksDB's share
+    and a reserve, at most 10,000."""
+    return max(16, min(limit - rocksdb_share(limit) - RESERVE, 10_000))
