@@ -3,7 +3,8 @@ rather than by sleep. Read once from the environment; unset (always, outside tes
 dict lookup.
 
 - PYQUEUE_FAILPOINT_<NAME>=<FIFO path> with `wait(name)`: block until the test opens the FIFO.
-- PYQUEUE_FAILPOINT_<NAME>=<path> with `fail(name)`: raise OSError once that path exists.
+- PYQUEUE_FAILPOINT_<NAME>=<path> with `fail(name)`: raise OSError once that path exists;
+  with `fail(name, key)`, only if the file is empty or one of its lines is `key` (a job id, say).
 """
 
 import os
@@ -19,7 +20,10 @@ def wait(name: str) -> None:
             pass
 
 
-def fail(name: str) -> None:
+def fail(name: str, key: str = "") -> None:
     path = _PATHS.get(name)
     if path and os.path.exists(path):
-        raise OSError(f"failpoint {name}: injected failure")
+        with open(path) as file:
+            keys = file.read().split()
+        if not key or not keys or key in keys:
+            raise OSError(f"failpoint {name}: injected failure")

@@ -40,6 +40,9 @@ class Request(Protocol):
     def reset(self) -> None:
         """Forget what an abandoned apply gathered."""
 
+    def isolate_job(self, message: str) -> bool:
+        """Set aside the one job to blame for a failed apply; False if there is none."""
+
     def apply(self, view: BatchView) -> None:
         """Read, check, then write into the view. Raise an EngineError before writing to refuse."""
 
@@ -109,27 +112,14 @@ class Committer:
                 return
 
     def commit(self, requests: list[Request]) -> None:
-        """Apply, write, then hand each request on to be answered (at once, or after a sync).
-
-        A request that fails unexpectedly while applied (a bug, a damaged block read) is isolated:
-        the batch is dropped unwritten, the writer's cache forgotten (the request may have changed
-        cached records), and the batch applied again without it; that one request fails."""
-        view = BatchView(self._store, self._clock(), self._cache)
-        for request in requests:
-            try:
-                request.apply(view)
-            except EngineError as exc:
-                request.error = exc
-            except Exception as exc:
-                log.exception("a %s failed inside the writer; it alone is refused", type(request).__name__)
-                self._cache.clear()
-                request.error = Internal(f"the server failed at this request ({type(exc).__name__}: {exc})")
-                self._post(functools.partial(_complete_all, [request]))
-                rest = [r for r in requests if r is not request]
-                for other in rest:
-                    other.reset()
-                if rest:
-                    self.commit(rest)
+        """Apply, write, then hand each request on to be answered (at once, or after a sync)."""
+        while True:
+            view = BatchView(self._store, self._clock(), self._cache)
+            again = self._apply(view, requests)
+            if again is None:
+                break
+            requests = again
+            if not requests:
                 return
         if len(view.batch):
             try:
@@ -148,6 +138,37 @@ class Committer:
             self._post(functools.partial(_complete_all, now))
         if waiting:
             self._syncing.push(waiting)
+
+    def _apply(self, view: BatchView, requests: list[Request]) -> list[Request] | None:
+        """Apply every request to the view; None once all are in it.
+
+        An unexpected failure (a bug, a damaged block read) drops the view unwritten and forgets
+        the writer's cache (the request may have changed cached records). If one job is to blame,
+        its request sets it aside (it will be dead, with the error) and the batch is applied again
+        whole; otherwise that one request fails and the batch is applied again without it. The
+        caller loops, so many bad jobs in one batch cannot exhaust the stack."""
+        for request in requests:
+            try:
+                request.apply(view)
+            except EngineError as exc:
+                request.error = exc
+            except Exception as exc:
+                self._cache.clear()
+                text = f"the server failed while handling it ({type(exc).__name__}: {exc})"
+                isolated = request.isolate_job(text)
+                for other in requests:
+                    other.reset()
+                if isolated:
+                    log.exception(
+                        "a job failed inside the writer (in a %s); it is dead with the error",
+                        type(request).__name__,
+                    )
+                    return requests
+                log.exception("a %s failed inside the writer; it alone is refused", type(request).__name__)
+                request.error = Internal(f"the server failed at this request ({type(exc).__name__}: {exc})")
+                self._post(functools.partial(_complete_all, [request]))
+                return [r for r in requests if r is not request]
+        return None
 
     def _sync_loop(self) -> None:
         while True:

@@ -89,7 +89,7 @@ class Failure:
 class ErrorEntry:
     attempt: int
     at_ms: int
-    kind: str  # error | timeout | lost | interrupted
+    kind: str  # error | timeout | lost | interrupted | internal (the server failed handling the job)
     message: str
     error_type: str = ""
     backtrace: str = ""

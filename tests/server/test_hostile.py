@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from harness import ServerProcess
+from harness import ServerProcess, check_store
 
 import pyqueue
 from pyqueue.v1 import queue_pb2 as pb
@@ -209,6 +209,35 @@ def test_a_request_that_fails_inside_the_writer_fails_alone(tmp_path) -> None:  
         assert server.proc is not None and server.proc.poll() is None
     finally:
         server.close()
+
+
+def test_a_job_whose_handling_fails_inside_the_writer_is_dead_and_the_rest_go_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    poison = tmp_path / "poison"
+    server = ServerProcess(tmp_path / "data", env={"PYQUEUE_FAILPOINT_ACK_JOB": str(poison)}).start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            client.enqueue_many([{"type": "t"}] * 3)
+            with client.take("default", prefetch=3) as stream:
+                a, b, c = (stream.next(timeout=20) for _ in range(3))
+                assert a is not None and b is not None and c is not None
+                poison.write_text(f"{b.id}\n")
+                answers = [stream.ack(job) for job in (a, b, c)]
+                assert answers[0].result(timeout=20) is None and answers[2].result(timeout=20) is None
+                with pytest.raises(pyqueue.PyQueueError, match=f"job {b.id} is dead: the server failed"):
+                    answers[1].result(timeout=20)
+            for done in (a, c):  # completed and deleted (keep_completed is 0 by default)
+                with pytest.raises(pyqueue.NotFound):
+                    client.get_job(done.id)
+            dead = client.get_job(b.id)
+            assert (dead.status, dead.attempts) == ("dead", 1)
+            (error,) = client.job_errors(b.id)
+            assert error.kind == "internal" and "injected failure" in error.message
+            assert client.enqueue("t").id, "the server goes on taking work"
+        assert server.proc is not None and server.proc.poll() is None
+    finally:
+        server.close()
+    report = check_store(tmp_path / "data")
+    assert report.returncode == 0, report.stdout + report.stderr
 
 
 def test_streams_that_never_read_hold_a_bounded_share_of_the_backlog(tmp_path) -> None:  # type: ignore[no-untyped-def]

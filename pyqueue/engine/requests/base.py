@@ -28,6 +28,12 @@ class Request:
         self.result = None
         self.error = None
 
+    def isolate_job(self, message: str) -> bool:
+        """`apply` failed unexpectedly: if one job is to blame, set it aside (the next `apply`
+        buries it) and return True, so the request goes on without it. False: the request fails
+        as a whole."""
+        return False
+
     def on_commit(self) -> None:
         """Memory effects of a successful commit."""
 
@@ -48,7 +54,11 @@ class Request:
 
 
 class Transitions(Request):
-    """Collects records by the state they entered, and updates memory accordingly on commit."""
+    """Collects records by the state they entered, and updates memory accordingly on commit.
+
+    Each job is handled on its own (`handling` names it), so a job whose handling raises inside
+    the writer (a bug, a stored value no check foresaw) is the one to blame: it is buried, dead
+    with the error, and the others go on. It cannot crash the server or come back to do it again."""
 
     def __init__(self, memory: Memory) -> None:
         super().__init__()
@@ -56,12 +66,32 @@ class Transitions(Request):
         self.ready: list[JobRecord] = []
         self.scheduled: list[JobRecord] = []
         self.finished: list[JobRecord] = []
+        self.handling: int | None = None
+        self.blamed: dict[int, str] = {}  # kept across resets: the next apply buries these
 
     def reset(self) -> None:
         super().reset()
         self.ready.clear()
         self.scheduled.clear()
         self.finished.clear()
+        self.handling = None
+
+    def isolate_job(self, message: str) -> bool:
+        if self.handling is None or self.handling in self.blamed:
+            return False  # nothing to blame, or burying it failed too
+        self.blamed[self.handling] = message
+        return True
+
+    def bury(self, view: BatchView, record: JobRecord | None, keep_dead_ms: int) -> Rejection | None:
+        """If this job was blamed for a failure inside the writer: dead, with the error."""
+        if record is None or record.id not in self.blamed:
+            return None
+        message = self.blamed[record.id]
+        self.handling = record.id
+        if record.status not in (Status.COMPLETED, Status.DEAD):
+            write_error(view, record, "internal", message)
+            self.finish(view, record, Status.DEAD, keep_dead_ms)
+        return Rejection(record.id, "INTERNAL", f"job {record.id} is dead: {message}")
 
     def on_commit(self) -> None:
         self.memory.became_ready(self.ready)

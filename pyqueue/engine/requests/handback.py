@@ -48,6 +48,9 @@ class HandBack(Transitions):
                 continue
             if lease is not None and record.lease != lease:
                 continue
+            if self.bury(view, record, self.policy.keep_dead_ms):
+                continue
+            self.handling = record.id
             if ending == Ending.RELEASED:
                 record.attempts = max(record.attempts - 1, 0)
                 if self.delay_ms:

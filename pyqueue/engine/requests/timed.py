@@ -27,6 +27,9 @@ class Timeout(Transitions):
         for (deadline, _), record in zip(self.due, records, strict=True):
             if record is None or record.status != Status.IN_FLIGHT or record.expires_ms != deadline:
                 continue  # acked, failed or extended meanwhile
+            if self.bury(view, record, self.policy.keep_dead_ms):
+                continue
+            self.handling = record.id
             write_error(
                 view,
                 record,

@@ -98,11 +98,13 @@ class Ack(Transitions):
         outcome = Outcome(done=[], rejected=[])
         records = view.records([job_id for job_id, _ in self.leases])
         for (job_id, lease), record in zip(self.leases, records, strict=True):
-            refusal = check_lease(record, job_id, lease)
+            refusal = check_lease(record, job_id, lease) or self.bury(view, record, self.policy.keep_dead_ms)
             if refusal is not None:
                 outcome.rejected.append(refusal)
                 continue
             assert record is not None
+            self.handling = job_id
+            failpoints.fail("ack_job", str(job_id))
             policy = self.policy.for_job(JobOptions.decode(record.options)) if record.options else self.policy
             self.finish(view, record, Status.COMPLETED, policy.keep_completed_ms)
             outcome.done.append((job_id, Status.COMPLETED))
@@ -129,11 +131,14 @@ class Fail(Transitions):
         outcome = Outcome(done=[], rejected=[])
         records = view.records([f.job_id for f, _ in self.failures])
         for (failure, lease), record in zip(self.failures, records, strict=True):
-            refusal = check_lease(record, failure.job_id, lease)
+            refusal = check_lease(record, failure.job_id, lease) or self.bury(
+                view, record, self.policy.keep_dead_ms
+            )
             if refusal is not None:
                 outcome.rejected.append(refusal)
                 continue
             assert record is not None
+            self.handling = failure.job_id
             write_error(view, record, "error", failure.message, failure.error_type, failure.backtrace)
             policy = self.policy.for_job(JobOptions.decode(record.options))
             status = self.retry_or_die(view, record, policy, failure.retry_at_ms, failure.kill, self.rng)
