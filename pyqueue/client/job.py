@@ -44,6 +44,7 @@ class Job:
     expires_at: datetime | None = None
     errors: int = 0
     lost: int = 0
+    started_at: datetime | None = None  # in flight: when its worker began this attempt
     unique_key: str = ""
     duplicate: bool = False  # from enqueue: a unique job that already existed
     _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
@@ -68,6 +69,7 @@ class Job:
             expires_at=_time(message.expires_at_ms),
             errors=message.errors,
             lost=message.lost,
+            started_at=_time(message.started_at_ms),
             unique_key=message.unique_key,
             _stream=stream,
         )
@@ -130,4 +132,5 @@ class Job:
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "errors": self.errors,
             "lost": self.lost,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
         }

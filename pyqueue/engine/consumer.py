@@ -252,16 +252,15 @@ class Consumer:
     def start(self, pairs: Sequence[tuple[int, int]]) -> None:
         """The worker began these attempts: their time limit runs from now."""
         now = self.engine.clock()
-        limited = []
+        started = []
         for job_id, lease in self._held(pairs):
             held = self.held[job_id]
             if held.started_ms:
                 continue
             held.started_ms = now
-            if held.timeout_ms:
-                limited.append((job_id, lease, now + held.timeout_ms))
-        if limited:
-            self.engine.set_deadlines_soon(limited)
+            started.append((job_id, lease, now + held.timeout_ms if held.timeout_ms else 0))
+        if started:
+            self.engine.mark_started_soon(started, now)
 
     async def extend(self, pairs: Sequence[tuple[int, int]], extend_ms: int) -> list[int]:
         """Move lease deadlines, never past the attempt's start plus its timeout."""

@@ -366,8 +366,9 @@ class Engine:
         ids: list[int] = await self._submit(requests.SetDeadlines(deadlines, self.memory))
         return ids
 
-    def set_deadlines_soon(self, deadlines: Sequence[tuple[int, int, int]]) -> None:
-        self._in_background(self.set_deadlines(deadlines))
+    def mark_started_soon(self, deadlines: Sequence[tuple[int, int, int]], started_ms: int) -> None:
+        """(id, lease, deadline ms or 0) for attempts their worker began at `started_ms`."""
+        self._in_background(self._submit(requests.SetDeadlines(deadlines, self.memory, started_ms)))
 
     async def hand_back(
         self, items: Sequence[tuple[int, int | None, Ending]], delay_ms: int = 0

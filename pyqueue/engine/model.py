@@ -110,4 +110,4 @@ class Ending(enum.IntEnum):
     RELEASED = 1  # never started (prefetched, or handed back): the attempt is taken back
     INTERRUPTED = 2  # started, then stopped on purpose (a clean close, a deploy): counts, never lost
     LOST = 3  # started, then the worker vanished (broken stream, keepalive): counts toward the cap
-    RECOVERED = 4  # in flight when the server died: ready again, the attempt counts
+    RECOVERED = 4  # in flight when the server died: lost if its record says it had started, else released

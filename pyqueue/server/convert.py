@@ -29,6 +29,7 @@ def job_to_pb(view: JobView) -> pb.Job:
         unique_key=r.unique_key,
         errors=r.errors,
         lost=r.lost,
+        started_at_ms=r.started_ms if r.status == Status.IN_FLIGHT else 0,
     )
 
 

@@ -7,7 +7,9 @@ key so a status change never rewrites it. Layout, version 1, big-endian:
     lost u16 (workers this job took down), errors u16 (error records kept), lease u32, timeout_ms u32,
     created_ms i64, updated_ms i64, run_at_ms i64, expires_ms i64,
     then four length-prefixed (u16) strings: queue, type, content_type, unique_key,
-    then a length-prefixed (u32) blob of rarely used options (JSON) for later versions' fields.
+    then a length-prefixed (u32) blob of rarely used options (JSON) for later versions' fields,
+    then started_ms i64 (when the attempt in flight began; 0: delivered, not started). Records
+    written before that field end at the options: they decode with started_ms 0.
 """
 
 import enum
@@ -19,6 +21,7 @@ _HEAD = struct.Struct(">BBHHhHHIIqqqq")
 _STATUS_VALUE = struct.Struct(">Hq")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
 
 
 class Status(enum.IntEnum):
@@ -66,6 +69,7 @@ class JobRecord:
     content_type: str = ""
     unique_key: str = ""
     options: bytes = b""
+    started_ms: int = 0  # in flight: when its worker began this attempt (0: prefetched, not begun)
 
     def clone(self) -> "JobRecord":
         """A snapshot (much cheaper than copy.copy on a slotted dataclass)."""
@@ -88,6 +92,7 @@ class JobRecord:
             self.content_type,
             self.unique_key,
             self.options,
+            self.started_ms,
         )
 
     def encode(self) -> bytes:
@@ -114,6 +119,7 @@ class JobRecord:
             parts.append(raw)
         parts.append(_U32.pack(len(self.options)))
         parts.append(self.options)
+        parts.append(_I64.pack(self.started_ms))
         return b"".join(parts)
 
     @classmethod
@@ -145,6 +151,8 @@ class JobRecord:
                 offset += n
             (n,) = _U32.unpack_from(raw, offset)
             options = bytes(raw[offset + 4 : offset + 4 + n])
+            offset += 4 + n
+            (started,) = _I64.unpack_from(raw, offset) if len(raw) >= offset + 8 else (0,)
             return cls(
                 id=job_id,
                 status=_STATUS_BY_CODE[status],
@@ -164,6 +172,7 @@ class JobRecord:
                 content_type=texts[2],
                 unique_key=texts[3],
                 options=options,
+                started_ms=started,
             )
         except (struct.error, ValueError, KeyError, UnicodeDecodeError) as exc:
             raise CorruptRecordError(f"job {job_id}: undecodable record ({exc})") from exc

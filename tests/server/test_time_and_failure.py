@@ -128,7 +128,7 @@ def test_a_job_that_kills_its_worker_three_times_ends_dead(server: ServerProcess
         job = client.get_job(job_id)
         assert job.lost == 3
         (error,) = client.job_errors(job_id)
-        assert error.kind == "lost" and "3 workers were lost" in error.message
+        assert error.kind == "lost" and "3 attempts of this job were lost" in error.message
 
 
 def wait_for_status(client: pyqueue.Client, job_id: int, wanted: set[str], timeout: float = 10) -> str:

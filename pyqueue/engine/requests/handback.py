@@ -6,10 +6,11 @@
   never kills the job: a deploy is not the job's fault;
 - lost (started, the worker vanished): the attempt counts and so does the loss; a job that has
   taken down `max_worker_losses` workers is dead instead of looping forever;
-- recovered (in flight when the server died: a clean stop hands everything back first): ready
-  again, the attempt counts. The death is not counted as a loss: the store does not know which of
-  these jobs had started, and counting the prefetched ones made jobs at the front of a queue die
-  after a few crashes without ever running (the kill -9 cycles under load showed it).
+- recovered (in flight when the server died: a clean stop hands everything back first): the record
+  says whether the attempt had started (the worker's start is written). Started, it was lost with
+  the server, and counts toward the cap like a lost worker: a job that crashes the server while
+  it is handled cannot loop through restarts forever. Not started (prefetched), it is released:
+  counting those made jobs at the front of a queue die after a few crashes without ever running.
 
 The lease is not taken back: an answer from the attempt that ended stays refused.
 """
@@ -51,6 +52,10 @@ class HandBack(Transitions):
             if self.bury(view, record, self.policy.keep_dead_ms):
                 continue
             self.handling = record.id
+            last = "its worker vanished"
+            if ending == Ending.RECOVERED:
+                ending = Ending.LOST if record.started_ms else Ending.RELEASED
+                last = "the server stopped while it ran"
             if ending == Ending.RELEASED:
                 record.attempts = max(record.attempts - 1, 0)
                 if self.delay_ms:
@@ -65,8 +70,8 @@ class HandBack(Transitions):
                         view,
                         record,
                         "lost",
-                        f"{record.lost} workers were lost while running this job; "
-                        "it is dead so that it stops taking workers down",
+                        f"{record.lost} attempts of this job were lost with their worker or the server "
+                        f"(the last: {last}); it is dead so that it stops taking them down",
                     )
                     self.finish(view, record, Status.DEAD, self.policy.keep_dead_ms)
                     continue

@@ -67,8 +67,9 @@ class Claim(Request):
             record.status = Status.IN_FLIGHT
             record.attempts += 1
             record.lease = (record.lease + 1) & 0xFFFFFFFF
-            timed = record.timeout_ms and not self.holder.reports_starts
-            record.expires_ms = view.now_ms + record.timeout_ms if timed else 0
+            starts_now = not self.holder.reports_starts  # else the worker says when it begins
+            record.started_ms = view.now_ms if starts_now else 0
+            record.expires_ms = view.now_ms + record.timeout_ms if starts_now and record.timeout_ms else 0
             view.save(record, before)
             # A snapshot: the writer may change the cached record again while the loop sends this one.
             self.taken.append(record.clone())
@@ -105,6 +106,7 @@ class Ack(Transitions):
             assert record is not None
             self.handling = job_id
             failpoints.fail("ack_job", str(job_id))
+            failpoints.crash("crash_at_ack", str(job_id))
             policy = self.policy.for_job(JobOptions.decode(record.options)) if record.options else self.policy
             self.finish(view, record, Status.COMPLETED, policy.keep_completed_ms)
             outcome.done.append((job_id, Status.COMPLETED))
@@ -147,15 +149,22 @@ class Fail(Transitions):
 
 
 class SetDeadlines(Request):
-    """Move lease deadlines of attempts in flight: at a start (the time limit runs from there) or
-    an extension. The caller has already capped each at the attempt's start plus its timeout."""
+    """Mark attempts in flight started and move their lease deadlines: at a start (the time limit
+    runs from there) or an extension. The caller has already capped each deadline at the attempt's
+    start plus its timeout; a deadline of 0 moves nothing.
+
+    The start is written (without a sync) so that a restart can tell the attempts that were running
+    when the server died (they count toward the poison cap) from those only prefetched."""
 
     needs_sync = False
 
-    def __init__(self, deadlines: Sequence[tuple[int, int, int]], memory: Memory) -> None:
+    def __init__(
+        self, deadlines: Sequence[tuple[int, int, int]], memory: Memory, started_ms: int = 0
+    ) -> None:
         super().__init__()
         self.deadlines = deadlines
         self.memory = memory
+        self.started_ms = started_ms
         self.moved: list[JobRecord] = []
 
     def reset(self) -> None:
@@ -168,12 +177,18 @@ class SetDeadlines(Request):
             if check_lease(record, job_id, lease) is not None:
                 continue
             assert record is not None
-            if record.expires_ms == deadline:
+            starts = self.started_ms and not record.started_ms
+            moves = deadline and record.expires_ms != deadline
+            if not (starts or moves):
                 continue
             before = indexed(record)
-            record.expires_ms = deadline
+            if starts:
+                record.started_ms = self.started_ms
+            if moves:
+                record.expires_ms = deadline
             view.save(record, before)
-            self.moved.append(record.clone())
+            if moves:
+                self.moved.append(record.clone())
         self.result = [r.id for r in self.moved]
 
     def on_commit(self) -> None:
