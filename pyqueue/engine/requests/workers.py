@@ -1,8 +1,9 @@
 """What a Take stream's worker causes: claim, ack, fail, and moving a lease deadline (start, extend)."""
 
+import logging
 import random
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 from pyqueue import failpoints
 from pyqueue.engine.memory import Memory
@@ -11,6 +12,9 @@ from pyqueue.engine.requests.base import Request, Transitions, check_lease, writ
 from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
 from pyqueue.store.records import JobRecord, Status
+
+log = logging.getLogger("pyqueue.engine")
+T = TypeVar("T")
 
 
 class Holder(Protocol):
@@ -50,14 +54,16 @@ class Claim(Request):
     def apply(self, view: BatchView) -> None:
         valid = [
             r
-            for r in view.records(self.job_ids)
+            for r in _readable(view.records, self.job_ids)
             # Not valid: a stale hint (deleted, moved to another queue, or changed since it was queued).
             if r is not None and r.status == Status.READY and r.queue in self.holder.queues
         ]
-        payloads = view.payloads([r.id for r in valid])
+        payloads = _readable(view.payloads, [r.id for r in valid])
         used = 0
         chosen: list[bytes] = []
         for record, payload in zip(valid, payloads, strict=True):
+            if payload is None:
+                continue  # unreadable: set aside (logged), never offered again until repaired
             if self.untaken or (chosen and used + len(payload) > self.budget_bytes):
                 self.untaken.append(record)  # and every one after it: the order holds
                 continue
@@ -83,6 +89,23 @@ class Claim(Request):
     def on_error(self) -> None:
         # The keys left memory but the write failed: give them back so another stream can try.
         self.memory.became_ready(self.taken + self.untaken)
+
+
+def _readable(read: Callable[[list[int]], Sequence[T]], job_ids: Sequence[int]) -> list[T | None]:
+    """`read(job_ids)`, or, if that fails (a damaged block), each job read alone: what cannot be
+    read is None and logged, so one damaged block costs its own jobs, not the whole claim."""
+    try:
+        return list(read(list(job_ids)))
+    except Exception:
+        pass
+    out: list[T | None] = []
+    for job_id in job_ids:
+        try:
+            out.append(read([job_id])[0])
+        except Exception as exc:
+            log.error("job %d cannot be read (%s); it is left out until `pyqueue repair`", job_id, exc)
+            out.append(None)
+    return out
 
 
 class Ack(Transitions):
