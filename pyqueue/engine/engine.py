@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pyqueue.engine import query, ranges, recovery, requests
 from pyqueue.engine.alarm import AlarmClock, AlarmConfig
@@ -44,6 +44,9 @@ from pyqueue.engine.scheduler import Scheduler
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
 from pyqueue.store.records import JobRecord
+
+T = TypeVar("T")
+SLICE = 500  # jobs per write for acks, fails and bulk changes (see `_in_chunks`)
 
 log = logging.getLogger("pyqueue.engine")
 
@@ -316,10 +319,16 @@ class Engine:
             await self._targets(f), lambda ids: requests.DeleteJobs(ids, self.memory)
         )
 
-    async def _in_chunks(self, ids: list[int], make: Callable[[list[int]], Any]) -> Outcome:
+    async def _in_chunks(self, items: Sequence[T], make: Callable[[list[T]], Any]) -> Outcome:
+        """One write per slice of SLICE jobs, one after the other: a large request (a bulk change,
+        an ack of a whole prefetch) never holds the single writer for more than a few ms, and
+        other clients' writes go in between."""
+        if len(items) <= SLICE:
+            one: Outcome = await self._submit(make(list(items)))
+            return one
         total = Outcome(done=[], rejected=[])
-        for i in range(0, len(ids), 1000):
-            outcome: Outcome = await self._submit(make(ids[i : i + 1000]))
+        for i in range(0, len(items), SLICE):
+            outcome: Outcome = await self._submit(make(list(items[i : i + SLICE])))
             total.done.extend(outcome.done)
             total.rejected.extend(outcome.rejected)
         return total
@@ -351,13 +360,17 @@ class Engine:
         return jobs
 
     async def ack(self, leases: Sequence[tuple[int, int]]) -> Outcome:
-        outcome: Outcome = await self._submit(requests.Ack(leases, self.memory, self.config.retry))
+        outcome = await self._in_chunks(
+            leases, lambda part: requests.Ack(part, self.memory, self.config.retry)
+        )
         self.stats["acked"] += len(outcome.done)
         self.stats["ack_rejected"] += len(outcome.rejected)
         return outcome
 
     async def fail(self, failures: Sequence[tuple[Failure, int]]) -> Outcome:
-        outcome: Outcome = await self._submit(requests.Fail(failures, self.memory, self.config.retry))
+        outcome = await self._in_chunks(
+            failures, lambda part: requests.Fail(part, self.memory, self.config.retry)
+        )
         self.stats["failed"] += len(outcome.done)
         return outcome
 

@@ -1,25 +1,14 @@
 """A job whose handling raises inside the writer is dead with the error; the rest of its request
 and of its batch go on (real RocksDB, the engine driven in-process, a failpoint naming the jobs)."""
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from taking import delivered
 
 from pyqueue import failpoints
-from pyqueue.engine import Engine, EngineConfig, Failure
-from pyqueue.store import RocksStore, Status
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
-    store = RocksStore(tmp_path / "db")
-    e = Engine(store, EngineConfig())
-    await e.start(services=False)
-    await e.wait_rebuilt()
-    yield e
-    await e.stop()
-    store.close()
+from pyqueue.engine import Engine, Failure
+from pyqueue.store import Status
 
 
 @pytest.fixture
@@ -27,15 +16,6 @@ def poison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "poison"
     monkeypatch.setitem(failpoints._PATHS, "ack_job", str(path))
     return path
-
-
-async def delivered(e: Engine, n: int) -> list[tuple[int, int]]:
-    await e.enqueue([e.new_job(0, "t", "q", None, b"") for _ in range(n)])
-    consumer = e.consumer(["q"], n)
-    pairs: list[tuple[int, int]] = []
-    while len(pairs) < n:
-        pairs += [(j.record.id, j.record.lease) for j in await consumer.next_jobs(5)]
-    return pairs
 
 
 async def test_one_ack_of_many_jobs_buries_only_the_guilty_ones(engine: Engine, poison: Path) -> None:
