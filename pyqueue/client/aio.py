@@ -17,10 +17,11 @@ from pyqueue.client.client import (
     jobs_from,
     new_job_message,
 )
+from pyqueue.client.enqueue_stream import AsyncStreamedEnqueues
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.steering import ChangeResult, QueueInfo, job_changes, job_filter
-from pyqueue.errors import from_code_name, from_rpc_error
+from pyqueue.errors import FailedPrecondition, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -35,6 +36,7 @@ class AsyncClient:
         self._stub = pb_grpc.QueueStub(self._channel)
         self._batching = batching
         self._batchers: dict[int, AsyncBatcher] = {}
+        self._streams: dict[int, AsyncStreamedEnqueues] = {}
         self._channels: list[grpc.aio.Channel] = []
         self._routes: Routes[Any] = Routes(self._stub, self._shard_stub)
 
@@ -56,8 +58,23 @@ class AsyncClient:
 
     def _batcher(self, shard: int) -> AsyncBatcher:
         if shard not in self._batchers:
-            self._batchers[shard] = AsyncBatcher(lambda messages: self._send_to(shard, messages))
+            self._batchers[shard] = AsyncBatcher(lambda messages: self._send_streamed(shard, messages))
         return self._batchers[shard]
+
+    async def _send_streamed(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
+        """Single enqueues go on a stream kept open per shard (see client/enqueue_stream.py)."""
+        stream = self._streams.get(shard)
+        if stream is None:
+            stub = (await self.routes()).stub(shard)
+            stream = self._streams[shard] = AsyncStreamedEnqueues(
+                stub, lambda m: self._send_to(shard, m), self.timeout
+            )
+        try:
+            return await stream.send(messages)
+        except (Unavailable, FailedPrecondition):
+            if self._routes.sharded:
+                await self._forget_routes()
+            raise
 
     async def _call(self, method: Any, request: Any) -> Any:
         try:
@@ -72,6 +89,9 @@ class AsyncClient:
         self._routes.forget()
         channels, self._channels = self._channels, []
         self._batchers.clear()
+        streams, self._streams = self._streams, {}
+        for stream in streams.values():
+            stream.close()
         for channel in channels:
             await channel.close(None)
 
@@ -161,6 +181,8 @@ class AsyncClient:
         return OpenTake(self, names, prefetch)
 
     async def close(self) -> None:
+        for stream in self._streams.values():
+            stream.close()
         for channel in self._channels:
             await channel.close(None)
         await self._channel.close(None)

@@ -12,11 +12,12 @@ import grpc
 
 from pyqueue.client import codec
 from pyqueue.client.batching import Batcher
+from pyqueue.client.enqueue_stream import StreamedEnqueues
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.steering import SCOPES, ChangeResult, QueueInfo, job_changes, job_filter
 from pyqueue.client.take import MultiTakeStream, TakeStream
-from pyqueue.errors import from_code_name, from_rpc_error
+from pyqueue.errors import FailedPrecondition, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -151,6 +152,7 @@ class Client:
         # Concurrent single enqueues from many threads share calls (see client/batching.py), one
         # batcher per shard so that a combined call never spans shards.
         self._batchers: dict[int, Batcher] = {}
+        self._streams: dict[int, StreamedEnqueues] = {}
         self._channels: list[grpc.Channel] = []
         self._routes = Routes(self._stub, self._shard_stub)
         self._lock = threading.Lock()
@@ -181,8 +183,24 @@ class Client:
     def _batcher(self, shard: int) -> Batcher:
         with self._lock:
             if shard not in self._batchers:
-                self._batchers[shard] = Batcher(lambda messages: self._send_to(shard, messages))
+                self._batchers[shard] = Batcher(lambda messages: self._send_streamed(shard, messages))
             return self._batchers[shard]
+
+    def _send_streamed(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
+        """Single enqueues go on a stream kept open per shard (see client/enqueue_stream.py)."""
+        stub = self.routes.stub(shard)
+        with self._lock:
+            stream = self._streams.get(shard)
+            if stream is None:
+                stream = self._streams[shard] = StreamedEnqueues(
+                    stub, lambda m: self._send_to(shard, m), self.timeout
+                )
+        try:
+            return stream.send(messages)
+        except (Unavailable, FailedPrecondition):
+            if self._routes.sharded:
+                self._forget_routes()
+            raise
 
     def enqueue(
         self,
@@ -267,6 +285,9 @@ class Client:
             self._routes.forget()
             channels, self._channels = self._channels, []
             self._batchers.clear()
+            streams, self._streams = self._streams, {}
+        for stream in streams.values():
+            stream.close()
         for channel in channels:
             channel.close()
 
@@ -342,6 +363,8 @@ class Client:
         return MultiTakeStream({shard: routes.stub(shard) for shard in owners}, owners, prefetch)
 
     def close(self) -> None:
+        for stream in self._streams.values():
+            stream.close()
         for channel in self._channels:
             channel.close()
         self._channel.close()

@@ -1,5 +1,7 @@
 """Engine values to protobuf messages and back."""
 
+import grpc
+
 from pyqueue.engine.errors import InvalidArgument
 from pyqueue.engine.model import Changes, ErrorEntry, JobView, Outcome
 from pyqueue.engine.query import Bounds, JobFilter
@@ -115,3 +117,8 @@ def change_response(outcome: Outcome) -> pb.ChangeResponse:
         changed=[job_id for job_id, _ in outcome.done],
         rejected=[pb.Rejection(id=r.job_id, code=r.code, message=r.message) for r in outcome.rejected],
     )
+
+
+def enqueue_refusal(code: grpc.StatusCode, message: str) -> pb.EnqueueResponse:
+    """A refused request on EnqueueStream: answered in-band, the stream goes on."""
+    return pb.EnqueueResponse(error=pb.Refusal(code=code.name, message=message))

@@ -16,7 +16,8 @@ import grpc
 import grpc.aio
 
 from pyqueue.cluster import Topology, shard_of_job
-from pyqueue.server.status import EOF, Context, answered
+from pyqueue.server.convert import enqueue_refusal
+from pyqueue.server.status import EOF, AnsweringStream, Context, answer_each, answered
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -31,7 +32,12 @@ class Router(pb_grpc.QueueServicer):
             ("grpc.max_send_message_length", max_message_bytes),
         ]
         self.channels = [grpc.aio.insecure_channel(a, options=options) for a in topology.addresses]
+        self.enqueue_streams: set[AnsweringStream] = set()
         self.stubs = [pb_grpc.QueueStub(c) for c in self.channels]
+
+    def end_streams(self) -> None:
+        for stream in tuple(self.enqueue_streams):
+            stream.end()
 
     async def close(self) -> None:
         await asyncio.gather(*(c.close(None) for c in self.channels))
@@ -71,6 +77,9 @@ class Router(pb_grpc.QueueServicer):
         return cast(
             pb.EnqueueResponse, await self._forward(next(iter(owners), 0), "Enqueue", request, context)
         )
+
+    async def EnqueueStream(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
+        await answer_each(self.Enqueue, context, enqueue_refusal, self.enqueue_streams)
 
     @answered
     async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:

@@ -7,8 +7,15 @@ from pyqueue.cluster.metadata import MetadataError, read_json
 from pyqueue.engine import Engine, EngineError, FailedPrecondition
 from pyqueue.engine.model import NewJob
 from pyqueue.server.config import ServerConfig
-from pyqueue.server.convert import change_response, changes_from_pb, error_to_pb, filter_from_pb, job_to_pb
-from pyqueue.server.status import Context, abort, answered
+from pyqueue.server.convert import (
+    change_response,
+    changes_from_pb,
+    enqueue_refusal,
+    error_to_pb,
+    filter_from_pb,
+    job_to_pb,
+)
+from pyqueue.server.status import AnsweringStream, Context, abort, answer_each, answered
 from pyqueue.server.take import TakeStream
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -19,6 +26,7 @@ class QueueService(pb_grpc.QueueServicer):
         self.engine = engine
         self.config = config
         self.streams: set[TakeStream] = set()
+        self.enqueue_streams: set[AnsweringStream] = set()
         self.address = config.listen  # the bound address, set once listening
 
     @answered
@@ -35,6 +43,9 @@ class QueueService(pb_grpc.QueueServicer):
         return pb.EnqueueResponse(
             jobs=[pb.Enqueued(id=job_id, duplicate=duplicate) for job_id, duplicate in ids]
         )
+
+    async def EnqueueStream(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
+        await answer_each(self.Enqueue, context, enqueue_refusal, self.enqueue_streams)
 
     @answered
     async def ListErrors(self, request: pb.ListErrorsRequest, context: Context) -> pb.ListErrorsResponse:
@@ -181,6 +192,8 @@ class QueueService(pb_grpc.QueueServicer):
     def end_streams(self) -> None:
         for stream in tuple(self.streams):
             stream.end()
+        for answering in tuple(self.enqueue_streams):  # idle between requests: end them now
+            answering.end()
 
 
 def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:

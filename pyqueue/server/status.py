@@ -46,3 +46,67 @@ def answered(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
             )
 
     return wrapper
+
+
+class Refused(grpc.aio.AbortError):
+    """An abort on a stream that answers in-band: the status becomes the answer, not the end."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class _InBand:
+    """The context one request of such a stream is handled with: `abort` raises `Refused`."""
+
+    def __init__(self, context: Context) -> None:
+        self._context = context
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", *args: Any) -> NoReturn:
+        raise Refused(code, details)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+class AnsweringStream:
+    """One stream served by `answer_each`. `end()` (the server stops) ends it at once while it
+    waits for a request, or right after the answer in hand: an idle stream must not hold a
+    shutdown for its grace period."""
+
+    def __init__(self) -> None:
+        self.task = asyncio.current_task()
+        self.busy = False
+        self.ending = False
+
+    def end(self) -> None:
+        self.ending = True
+        if not self.busy and self.task is not None:
+            self.task.cancel()
+
+
+async def answer_each(
+    unary: Callable[[Any, Any], Awaitable[Any]],
+    context: Context,
+    refusal: Callable[[grpc.StatusCode, str], Any],
+    streams: set[AnsweringStream],
+) -> None:
+    """Serve a stream of requests with a unary method, answering each in order; a refused
+    request is answered with `refusal(code, message)` and the stream goes on."""
+    in_band = _InBand(context)
+    me = AnsweringStream()
+    streams.add(me)
+    try:
+        while not me.ending and (request := await context.read()) is not EOF:
+            me.busy = True
+            try:
+                answer = await unary(request, in_band)
+            except Refused as exc:
+                answer = refusal(exc.code, exc.message)
+            await context.write(answer)
+            me.busy = False
+    except asyncio.CancelledError:
+        if not me.ending:
+            raise
+    finally:
+        streams.discard(me)

@@ -211,7 +211,9 @@ async def supervise(
 
     await stop.wait()
     log.info("shutting down: stopping the public address, then every shard")
-    await server.stop(grace_s)
+    stopping = loop.create_task(server.stop(grace_s))
+    router.end_streams()
+    await stopping
     await router.close()
     await asyncio.gather(*(loop.run_in_executor(None, p.stop, grace_s + 5) for p in processes))
     log.info("stopped cleanly")

@@ -1,0 +1,85 @@
+"""One job per call from one sequential producer, the way a web request enqueues: jobs/s, and CPU
+per call on both ends.
+
+    python bench/single_enqueue.py [--seconds 10] [--commit-mode fsync|buffered] [--shards 2]
+
+The producer is `fn.enqueue()` on a `pyqueue.App` job function (the everyday path, 100 B of
+arguments). Client CPU is this process's CPU time (every thread, gRPC's included) per call;
+server CPU is the server's processes' (supervisor and shards) per call, from /proc.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "tests"), str(HERE / "apps")]
+
+from harness import ServerProcess  # noqa: E402
+
+import pyqueue  # noqa: E402
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its children (the shards of a supervisor)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pids = [pid]
+    while pids:
+        p = pids.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+            for task in Path(f"/proc/{p}/task").iterdir():  # children of every thread
+                pids += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def run(address: str, server_pid: int, seconds: float) -> dict[str, float]:
+    import noop_app
+
+    app = pyqueue.App(address)
+    job = pyqueue.JobFunction(app, noop_app.noop.fn, "noop_app.noop", noop_app.noop.defaults)
+    for _ in range(200):  # warm up: channels, routes, the server's caches
+        job.enqueue()
+    calls = 0
+    server_before, client_before = cpu_seconds(server_pid), time.process_time()
+    started = time.perf_counter()
+    while (elapsed := time.perf_counter() - started) < seconds:
+        job.enqueue()
+        calls += 1
+    server_cpu, client_cpu = cpu_seconds(server_pid) - server_before, time.process_time() - client_before
+    app.close()
+    return {
+        "jobs_per_s": round(calls / elapsed),
+        "server_cpu_ms_per_call": round(server_cpu / calls * 1000, 3),
+        "client_cpu_ms_per_call": round(client_cpu / calls * 1000, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--commit-mode", default="fsync", choices=["fsync", "buffered"])
+    parser.add_argument("--shards", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess(
+            Path(tmp) / "data", "--commit-mode", args.commit_mode, "--shards", str(args.shards)
+        ).start()
+        try:
+            assert server.proc is not None
+            result = run(server.address, server.proc.pid, args.seconds)
+        finally:
+            server.stop()
+    print(json.dumps({"commit_mode": args.commit_mode, "shards": args.shards, "payload": "100 B", **result}))
+
+
+if __name__ == "__main__":
+    main()
