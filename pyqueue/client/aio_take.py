@@ -197,7 +197,11 @@ class AsyncTakeStream:
         while True:
             wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
             try:
-                job = await asyncio.wait_for(self._jobs.get(), wait)
+                if self._jobs.empty():
+                    async with asyncio.timeout(wait):
+                        job = await self._jobs.get()
+                else:
+                    job = self._jobs.get_nowait()
             except TimeoutError:
                 self._check_alive()
                 if deadline is not None and time.monotonic() >= deadline:

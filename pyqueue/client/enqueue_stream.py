@@ -140,7 +140,8 @@ class AsyncStreamedEnqueues:
             return await self._unary(jobs)
         try:
             call = await self._write(pb.EnqueueRequest(jobs=jobs))
-            answer = await asyncio.wait_for(call.read(), self._timeout)
+            async with asyncio.timeout(self._timeout):
+                answer = await call.read()
         except grpc.aio.AioRpcError as exc:
             self._call = None
             if exc.code() == grpc.StatusCode.UNIMPLEMENTED:

@@ -122,7 +122,8 @@ class Consumer:
             self._wake.clear()
             self._waiting = True
             try:
-                await asyncio.wait_for(self._wake.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._wake.wait()
             except TimeoutError:
                 return []
             finally:

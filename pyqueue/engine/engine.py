@@ -21,7 +21,7 @@ from pyqueue.engine.committer import Committer
 from pyqueue.engine.consumer import Consumer
 from pyqueue.engine.disk import DiskGuard
 from pyqueue.engine.dispatcher import Dispatcher
-from pyqueue.engine.errors import InvalidArgument, NotFound
+from pyqueue.engine.errors import EngineError, InvalidArgument, NotFound
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.limits import DEFAULT_PRIORITY, DEFAULT_QUEUE, Limits
 from pyqueue.engine.memory import Memory
@@ -91,7 +91,7 @@ class Engine:
         self.disk = DiskGuard(getattr(store, "path", "."), config.min_free_bytes)
         self._committer: Committer | None = None
         self._rebuild: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Future[Any]] = set()
 
     # Life cycle.
     async def start(self, *, services: bool = True) -> None:
@@ -381,7 +381,16 @@ class Engine:
 
     def mark_started_soon(self, deadlines: Sequence[tuple[int, int, int]], started_ms: int) -> None:
         """(id, lease, deadline ms or 0) for attempts their worker began at `started_ms`."""
-        self._in_background(self._submit(requests.SetDeadlines(deadlines, self.memory, started_ms)))
+        # Straight to the writer, no task: this runs for every start message of every worker.
+        request = requests.SetDeadlines(deadlines, self.memory, started_ms)
+        assert self._committer is not None, "the engine is not started"
+        try:
+            self._committer.submit(request)
+        except EngineError:
+            return  # shutting down: the start is taken as not started, which is safe
+        self._background.add(request.future)
+        request.future.add_done_callback(_settled_in_background)
+        request.future.add_done_callback(self._background.discard)
 
     async def hand_back(
         self, items: Sequence[tuple[int, int | None, Ending]], delay_ms: int = 0
@@ -427,3 +436,8 @@ class Engine:
     def committer(self) -> Committer:
         assert self._committer is not None
         return self._committer
+
+
+def _settled_in_background(future: "asyncio.Future[Any]") -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("a background write failed: %s", future.exception())

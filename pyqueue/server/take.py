@@ -111,7 +111,8 @@ class TakeStream:
     async def _send(self, message: pb.TakeResponse) -> None:
         async with self._send_lock:
             try:
-                await asyncio.wait_for(self.context.write(message), SEND_TIMEOUT_S)
+                async with asyncio.timeout(SEND_TIMEOUT_S):  # no task per message, unlike wait_for
+                    await self.context.write(message)
             except TimeoutError:
                 # A worker that stopped reading: its buffers are bounded (credit in bytes), and
                 # after this long its stream ends and what it holds goes back to the queue.
