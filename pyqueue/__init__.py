@@ -6,7 +6,7 @@ server uses; it is re-exported here only as `native` for tooling and benchmarks.
 
 from pyqueue import _native as native
 from pyqueue.app import App, JobFunction, Kill, Retry
-from pyqueue.client import AsyncClient, ChangeResult, Client, Job, JobError, QueueInfo, TakeStream
+from pyqueue.client import AsyncClient, ChangeResult, Client, Job, JobError, QueueInfo, TakeStream, WorkerInfo
 from pyqueue.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -36,6 +36,7 @@ __all__ = [
     "Retry",
     "TakeStream",
     "Unavailable",
+    "WorkerInfo",
     "__version__",
     "native",
 ]

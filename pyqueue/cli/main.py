@@ -7,6 +7,7 @@ from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
 from pyqueue.cli.steer import delete, jobs, pause, queues, resume, update
 from pyqueue.cli.worker import worker
+from pyqueue.cli.workers import workers
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "PYQUEUE"})
@@ -31,5 +32,6 @@ main.add_command(errors)
 main.add_command(check)
 main.add_command(repair)
 main.add_command(worker)
+main.add_command(workers)
 for command in (jobs, queues, update, delete, pause, resume):
     main.add_command(command)

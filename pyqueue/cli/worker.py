@@ -1,6 +1,7 @@
 """`pyqueue worker MODULE:APP`."""
 
 import logging
+import os
 import sys
 
 import click
@@ -74,6 +75,7 @@ def worker(
     from pyqueue.worker.runtime import WorkerConfig, run_worker
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("PYQUEUE_WORKER_NAME", f"pyqueue worker {target}")  # ListWorkers shows it
     if processes > 1:
         from pyqueue.worker.processes import run_processes
 

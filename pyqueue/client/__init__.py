@@ -4,7 +4,7 @@ from pyqueue.client.aio import AsyncClient
 from pyqueue.client.aio_take import AsyncTakeStream
 from pyqueue.client.client import Client, JobError
 from pyqueue.client.job import Job
-from pyqueue.client.steering import UNSET, ChangeResult, QueueInfo, Rejected
+from pyqueue.client.steering import UNSET, ChangeResult, QueueInfo, Rejected, WorkerInfo
 from pyqueue.client.take import TakeStream
 
 __all__ = [
@@ -18,4 +18,5 @@ __all__ = [
     "QueueInfo",
     "Rejected",
     "TakeStream",
+    "WorkerInfo",
 ]

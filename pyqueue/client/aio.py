@@ -20,7 +20,7 @@ from pyqueue.client.client import (
 from pyqueue.client.enqueue_stream import AsyncStreamedEnqueues
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
-from pyqueue.client.steering import ChangeResult, QueueInfo, job_changes, job_filter
+from pyqueue.client.steering import ChangeResult, QueueInfo, WorkerInfo, job_changes, job_filter
 from pyqueue.errors import FailedPrecondition, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -167,6 +167,11 @@ class AsyncClient:
     async def queues(self) -> list[QueueInfo]:
         response = await self._call(self._stub.ListQueues, pb.ListQueuesRequest())
         return [QueueInfo.from_pb(q) for q in response.queues]
+
+    async def workers(self) -> list[WorkerInfo]:
+        """Every connected worker stream (on every shard), oldest first."""
+        response = await self._call(self._stub.ListWorkers, pb.ListWorkersRequest())
+        return [WorkerInfo.from_pb(w) for w in response.workers]
 
     async def pause(self, queue: str) -> QueueInfo:
         return QueueInfo.from_pb(await self._call(self._stub.PauseQueue, pb.QueueRequest(queue=queue)))

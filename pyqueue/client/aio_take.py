@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from pyqueue.client.identity import identity
 from pyqueue.client.job import STATUS_NAMES, Job
 from pyqueue.client.outbox import CLOSE, Acked, Started, drain
 from pyqueue.client.per_shard import PerShard
@@ -39,7 +40,7 @@ class AsyncTakeStream:
         self._stale_after_s = stale_after_s
         self.last_heard = time.monotonic()
         subscribe = pb.TakeRequest(
-            subscribe=pb.Subscribe(queues=queues, prefetch=prefetch, reports_starts=True)
+            subscribe=pb.Subscribe(queues=queues, prefetch=prefetch, reports_starts=True, worker=identity())
         )
         # grpc's stubs type only the sync call; the aio stub takes and gives async iterators.
         self._call: Any = stub.Take(self._requests(subscribe))  # type: ignore[arg-type]

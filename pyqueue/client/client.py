@@ -15,7 +15,7 @@ from pyqueue.client.batching import Batcher
 from pyqueue.client.enqueue_stream import StreamedEnqueues
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
-from pyqueue.client.steering import SCOPES, ChangeResult, QueueInfo, job_changes, job_filter
+from pyqueue.client.steering import SCOPES, ChangeResult, QueueInfo, WorkerInfo, job_changes, job_filter
 from pyqueue.client.take import MultiTakeStream, TakeStream
 from pyqueue.errors import FailedPrecondition, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
@@ -341,6 +341,11 @@ class Client:
         return [
             QueueInfo.from_pb(q) for q in self._call(self._stub.ListQueues, pb.ListQueuesRequest()).queues
         ]
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every connected worker stream (on every shard), oldest first."""
+        response = self._call(self._stub.ListWorkers, pb.ListWorkersRequest())
+        return [WorkerInfo.from_pb(w) for w in response.workers]
 
     def pause(self, queue: str) -> QueueInfo:
         """Keep taking enqueues for `queue`, but deliver nothing until `resume` (survives restarts)."""

@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pyqueue.v1 import queue_pb2 as pb
@@ -122,6 +122,53 @@ class QueueInfo:
     @classmethod
     def from_pb(cls, message: pb.QueueInfo) -> "QueueInfo":
         return cls(message.name, message.paused, dict(message.counts))
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One connected worker stream, as the server sees it."""
+
+    host: str
+    pid: int
+    name: str
+    peer: str
+    queues: list[str]
+    prefetch: int
+    in_flight: int  # delivered and not yet answered
+    running: int  # of those, started
+    connected_at: datetime
+    last_ack_at: datetime | None
+    acked: int
+    failed: int
+    shard: int
+
+    @classmethod
+    def from_pb(cls, m: pb.WorkerStream) -> "WorkerInfo":
+        return cls(
+            m.worker.host,
+            m.worker.pid,
+            m.worker.name,
+            m.peer,
+            list(m.queues),
+            m.prefetch,
+            m.in_flight,
+            m.running,
+            _when(m.connected_at_ms) or datetime.fromtimestamp(0, UTC),
+            _when(m.last_ack_at_ms),
+            m.acked,
+            m.failed,
+            m.shard,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["connected_at"] = self.connected_at.isoformat()
+        out["last_ack_at"] = self.last_ack_at.isoformat() if self.last_ack_at else None
+        return out
+
+
+def _when(ms: int) -> datetime | None:
+    return datetime.fromtimestamp(ms / 1000, UTC) if ms else None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from pyqueue.client.identity import identity
 from pyqueue.client.job import STATUS_NAMES, Job
 from pyqueue.client.outbox import CLOSE, Acked, Started, drain
 from pyqueue.client.per_shard import PerShard
@@ -45,7 +46,7 @@ class TakeStream:
         self._stale_after_s = stale_after_s
         self.last_heard = time.monotonic()
         subscribe = pb.TakeRequest(
-            subscribe=pb.Subscribe(queues=queues, prefetch=prefetch, reports_starts=True)
+            subscribe=pb.Subscribe(queues=queues, prefetch=prefetch, reports_starts=True, worker=identity())
         )
         self._call = stub.Take(self._requests(subscribe))
         self._reader = threading.Thread(target=self._read, name="pyqueue-take-reader", daemon=True)

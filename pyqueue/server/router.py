@@ -178,6 +178,13 @@ class Router(pb_grpc.QueueServicer):
         )
 
     @answered
+    async def ListWorkers(self, request: pb.ListWorkersRequest, context: Context) -> pb.ListWorkersResponse:
+        answers = await self._fan_out(list(range(self.topology.shards)), "ListWorkers", request, context)
+        return pb.ListWorkersResponse(
+            workers=sorted((w for a in answers for w in a.workers), key=lambda w: w.connected_at_ms)
+        )
+
+    @answered
     async def UpdateJobs(self, request: pb.UpdateJobsRequest, context: Context) -> pb.ChangeResponse:
         return await self._change("UpdateJobs", request, context)
 

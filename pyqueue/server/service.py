@@ -189,6 +189,12 @@ class QueueService(pb_grpc.QueueServicer):
         finally:
             self.streams.discard(stream)
 
+    @answered
+    async def ListWorkers(self, request: pb.ListWorkersRequest, context: Context) -> pb.ListWorkersResponse:
+        shard = self.config.shard_index
+        streams = sorted(self.streams, key=lambda s: s.connected_at_ms)
+        return pb.ListWorkersResponse(workers=[s.describe(shard) for s in streams if s.consumer is not None])
+
     def end_streams(self) -> None:
         for stream in tuple(self.streams):
             stream.end()

@@ -52,6 +52,11 @@ class TakeStream:
         self._clean = False  # the worker half-closed, or the server is stopping
         self._stalled = False
         self._protocol_error = ""
+        # What ListWorkers shows.
+        self.identity = pb.WorkerIdentity()
+        self.connected_at_ms = engine.clock()
+        self.last_ack_at_ms = 0
+        self.acked = self.failed = 0
 
     async def run(self) -> None:
         first = await self.context.read()
@@ -66,6 +71,7 @@ class TakeStream:
             for queue in first.subscribe.queues:
                 self.check_owner(queue)
             subscribe = first.subscribe
+            self.identity = _identity(subscribe.worker)
             self.consumer = self.engine.consumer(
                 list(subscribe.queues), subscribe.prefetch, reports_starts=subscribe.reports_starts
             )
@@ -91,6 +97,23 @@ class TakeStream:
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"this worker read nothing for {SEND_TIMEOUT_S:.0f}s; its jobs went back to the queue",
             )
+
+    def describe(self, shard: int) -> pb.WorkerStream:
+        consumer = self.consumer
+        held = consumer.held.values() if consumer is not None else ()
+        return pb.WorkerStream(
+            worker=self.identity,
+            peer=self.context.peer() or "",
+            queues=consumer.queues if consumer is not None else (),
+            prefetch=consumer.prefetch if consumer is not None else 0,
+            in_flight=len(held),
+            running=sum(1 for h in held if h.started_ms),
+            connected_at_ms=self.connected_at_ms,
+            last_ack_at_ms=self.last_ack_at_ms,
+            acked=self.acked,
+            failed=self.failed,
+            shard=shard,
+        )
 
     def end(self) -> None:
         """Server shutdown: stop pushing and let the stream finish; what it holds was interrupted."""
@@ -175,6 +198,9 @@ class TakeStream:
             await self._send(ack_result(_unnamed(ack.ids)))
             return
         outcome = await self.consumer.ack(list(zip(ack.ids, ack.leases, strict=True)))
+        if outcome.done:
+            self.acked += len(outcome.done)
+            self.last_ack_at_ms = self.engine.clock()
         try:
             await self._send(ack_result(outcome))
         finally:
@@ -199,6 +225,7 @@ class TakeStream:
             for f in fail.failures
         ]
         outcome = await self.consumer.fail(failures)
+        self.failed += len(outcome.done)
         try:
             await self._send(fail_result(outcome))
         finally:
@@ -244,3 +271,10 @@ def _pairs(message: pb.Start | pb.Extend | pb.Release) -> list[tuple[int, int]]:
 def _unnamed(ids: Sequence[int]) -> Outcome:
     message = "an ack must name each job's attempt: give as many leases as ids (Job.lease)"
     return Outcome(done=[], rejected=[Rejection(i, "INVALID_ARGUMENT", message) for i in ids])
+
+
+def _identity(worker: pb.WorkerIdentity) -> pb.WorkerIdentity:
+    """What a worker says of itself is shown, not trusted: cut to a sane length."""
+    return pb.WorkerIdentity(
+        host=clip_text(worker.host, 255), pid=worker.pid, name=clip_text(worker.name, 255)
+    )

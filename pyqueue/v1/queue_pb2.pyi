@@ -923,6 +923,7 @@ class Subscribe(_message.Message):
     QUEUES_FIELD_NUMBER: _builtins.int
     PREFETCH_FIELD_NUMBER: _builtins.int
     REPORTS_STARTS_FIELD_NUMBER: _builtins.int
+    WORKER_FIELD_NUMBER: _builtins.int
     prefetch: _builtins.int
     """Most jobs in flight on this stream at once."""
     reports_starts: _builtins.bool
@@ -935,20 +936,141 @@ class Subscribe(_message.Message):
     def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The queues this worker serves; the most urgent job across all of them comes first."""
 
+    @_builtins.property
+    def worker(self) -> Global___WorkerIdentity:
+        """Who the worker is, for ListWorkers: its host, process id and a name of its choosing."""
+
     def __init__(
         self,
         *,
         queues: _abc.Iterable[_builtins.str] | None = ...,
         prefetch: _builtins.int = ...,
         reports_starts: _builtins.bool = ...,
+        worker: Global___WorkerIdentity | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["worker", b"worker"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["prefetch", b"prefetch", "queues", b"queues", "reports_starts", b"reports_starts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["prefetch", b"prefetch", "queues", b"queues", "reports_starts", b"reports_starts", "worker", b"worker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Subscribe: _TypeAlias = Subscribe  # noqa: Y015
+
+@_typing.final
+class WorkerIdentity(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOST_FIELD_NUMBER: _builtins.int
+    PID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    host: _builtins.str
+    pid: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        host: _builtins.str = ...,
+        pid: _builtins.int = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "name", b"name", "pid", b"pid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkerIdentity: _TypeAlias = WorkerIdentity  # noqa: Y015
+
+@_typing.final
+class ListWorkersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWorkersRequest: _TypeAlias = ListWorkersRequest  # noqa: Y015
+
+@_typing.final
+class WorkerStream(_message.Message):
+    """One connected Take stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKER_FIELD_NUMBER: _builtins.int
+    PEER_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
+    PREFETCH_FIELD_NUMBER: _builtins.int
+    IN_FLIGHT_FIELD_NUMBER: _builtins.int
+    RUNNING_FIELD_NUMBER: _builtins.int
+    CONNECTED_AT_MS_FIELD_NUMBER: _builtins.int
+    LAST_ACK_AT_MS_FIELD_NUMBER: _builtins.int
+    ACKED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    SHARD_FIELD_NUMBER: _builtins.int
+    peer: _builtins.str
+    """The peer address as the server sees it."""
+    prefetch: _builtins.int
+    in_flight: _builtins.int
+    """Jobs delivered on this stream and not yet answered, and of those, the ones started."""
+    running: _builtins.int
+    connected_at_ms: _builtins.int
+    last_ack_at_ms: _builtins.int
+    """0: no ack yet."""
+    acked: _builtins.int
+    failed: _builtins.int
+    shard: _builtins.int
+    @_builtins.property
+    def worker(self) -> Global___WorkerIdentity: ...
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        worker: Global___WorkerIdentity | None = ...,
+        peer: _builtins.str = ...,
+        queues: _abc.Iterable[_builtins.str] | None = ...,
+        prefetch: _builtins.int = ...,
+        in_flight: _builtins.int = ...,
+        running: _builtins.int = ...,
+        connected_at_ms: _builtins.int = ...,
+        last_ack_at_ms: _builtins.int = ...,
+        acked: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        shard: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["worker", b"worker"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "connected_at_ms", b"connected_at_ms", "failed", b"failed", "in_flight", b"in_flight", "last_ack_at_ms", b"last_ack_at_ms", "peer", b"peer", "prefetch", b"prefetch", "queues", b"queues", "running", b"running", "shard", b"shard", "worker", b"worker"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkerStream: _TypeAlias = WorkerStream  # noqa: Y015
+
+@_typing.final
+class ListWorkersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def workers(self) -> _containers.RepeatedCompositeFieldContainer[Global___WorkerStream]: ...
+    def __init__(
+        self,
+        *,
+        workers: _abc.Iterable[Global___WorkerStream] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["workers", b"workers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWorkersResponse: _TypeAlias = ListWorkersResponse  # noqa: Y015
 
 @_typing.final
 class Ack(_message.Message):

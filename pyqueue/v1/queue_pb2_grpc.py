@@ -74,6 +74,11 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.ListQueuesRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListQueuesResponse.FromString,
                 _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/pyqueue.v1.Queue/ListWorkers',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
         self.UpdateJobs = channel.unary_unary(
                 '/pyqueue.v1.Queue/UpdateJobs',
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.UpdateJobsRequest.SerializeToString,
@@ -164,6 +169,13 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkers(self, request, context):
+        """Every connected worker stream (on every shard, through the public address), oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UpdateJobs(self, request, context):
         """Change jobs that wait (scheduled or ready): by id, or every job matching a filter.
         """
@@ -244,6 +256,11 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.ListQueues,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListQueuesRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.ListQueuesResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListWorkersRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ListWorkersResponse.SerializeToString,
             ),
             'UpdateJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateJobs,
@@ -487,6 +504,33 @@ class Queue:
             '/pyqueue.v1.Queue/ListQueues',
             pyqueue_dot_v1_dot_queue__pb2.ListQueuesRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.ListQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/ListWorkers',
+            pyqueue_dot_v1_dot_queue__pb2.ListWorkersRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ListWorkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

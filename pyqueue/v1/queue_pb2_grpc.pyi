@@ -54,6 +54,8 @@ class QueueStub:
     CountJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.CountJobsRequest, _queue_pb2.CountJobsResponse]
     ListQueues: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListQueuesRequest, _queue_pb2.ListQueuesResponse]
     """Every queue with its job count per status, and whether it is paused."""
+    ListWorkers: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListWorkersRequest, _queue_pb2.ListWorkersResponse]
+    """Every connected worker stream (on every shard, through the public address), oldest first."""
     UpdateJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.UpdateJobsRequest, _queue_pb2.ChangeResponse]
     """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
     DeleteJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.DeleteJobsRequest, _queue_pb2.ChangeResponse]
@@ -95,6 +97,8 @@ class QueueAsyncStub(QueueStub):
     CountJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.CountJobsRequest, _queue_pb2.CountJobsResponse]  # type: ignore[assignment]
     ListQueues: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListQueuesRequest, _queue_pb2.ListQueuesResponse]  # type: ignore[assignment]
     """Every queue with its job count per status, and whether it is paused."""
+    ListWorkers: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListWorkersRequest, _queue_pb2.ListWorkersResponse]  # type: ignore[assignment]
+    """Every connected worker stream (on every shard, through the public address), oldest first."""
     UpdateJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.UpdateJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
     """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
     DeleteJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.DeleteJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
@@ -181,6 +185,14 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.ListQueuesResponse, _abc.Awaitable[_queue_pb2.ListQueuesResponse]]:
         """Every queue with its job count per status, and whether it is paused."""
+
+    @_abc_1.abstractmethod
+    def ListWorkers(
+        self,
+        request: _queue_pb2.ListWorkersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ListWorkersResponse, _abc.Awaitable[_queue_pb2.ListWorkersResponse]]:
+        """Every connected worker stream (on every shard, through the public address), oldest first."""
 
     @_abc_1.abstractmethod
     def UpdateJobs(

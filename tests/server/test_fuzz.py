@@ -185,3 +185,25 @@ def test_take_answers_any_sequence_of_messages_with_a_status(fuzzed) -> None:  #
         _answered(call)
 
     run()
+
+
+def test_enqueue_stream_answers_any_sequence_with_a_status(fuzzed) -> None:  # type: ignore[no-untyped-def]
+    _, channel = fuzzed
+    stream = channel.stream_stream(f"/{SERVICE.full_name}/EnqueueStream")  # bytes in, bytes out
+    request = st.one_of(
+        st.binary(max_size=128), messages(pb.EnqueueRequest.DESCRIPTOR).map(lambda m: m.SerializeToString())
+    )
+
+    @FUZZ
+    @given(st.lists(request, max_size=4))
+    def run(raws: list[bytes]) -> None:
+        def call() -> None:
+            for raw in stream(iter(raws), timeout=10):
+                answer = pb.EnqueueResponse.FromString(raw)
+                if answer.HasField("error"):  # refused in-band: a code that names the fix
+                    assert answer.error.code not in ("UNKNOWN", "UNAVAILABLE", ""), answer.error.message
+                    CODES[answer.error.code] += 1
+
+        _answered(call)
+
+    run()

@@ -1,0 +1,81 @@
+"""`pyqueue worker` as a user runs it, draining queued no-op jobs: jobs/s and CPU per job.
+
+    python bench/worker_drain.py [--jobs 30000] [--kind noop|anoop] [--processes 1] [--shards 2]
+
+The jobs are queued first (batched), then one `pyqueue worker noop_app:app` starts with its
+defaults (concurrency 10, prefetch 40; `--processes N` for N worker processes). The clock runs
+from the worker's start (its start-up included) to the last job gone; fsync commit mode.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "tests"), str(HERE / "apps"), str(HERE)]
+
+from harness import ServerProcess  # noqa: E402
+from single_enqueue import cpu_seconds  # noqa: E402
+
+import pyqueue  # noqa: E402
+
+
+def drain(address: str, server_pid: int, jobs: int, kind: str, processes: int) -> dict[str, float]:
+    with pyqueue.Client(address) as client:
+        spec = {"type": f"noop_app.{kind}", "payload": {"args": [], "kwargs": {}}, "queue": "bench"}
+        for start in range(0, jobs, 1000):
+            client.enqueue_many([spec] * min(1000, jobs - start))
+        env = {**os.environ, "PYQUEUE_ADDRESS": address, "PYTHONPATH": str(HERE / "apps")}
+        extra = ["--processes", str(processes)] if processes > 1 else []
+        server_before = cpu_seconds(server_pid)
+        started = time.perf_counter()
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "pyqueue", "worker", "noop_app:app", "--log-level", "warning", *extra],
+            env=env,
+            cwd=HERE / "apps",
+        )
+        try:
+            while client.count_jobs(queue="bench") > 0:
+                time.sleep(0.02)
+            elapsed = time.perf_counter() - started
+            worker_cpu = cpu_seconds(worker.pid)
+        finally:
+            worker.terminate()
+            worker.wait(60)
+        server_cpu = cpu_seconds(server_pid) - server_before
+    return {
+        "jobs_per_s": round(jobs / elapsed),
+        "server_cpu_us_per_job": round(server_cpu / jobs * 1e6),
+        "worker_cpu_us_per_job": round(worker_cpu / jobs * 1e6),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=30_000)
+    parser.add_argument("--kind", default="noop", choices=["noop", "anoop"])
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--shards", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess(Path(tmp) / "data", "--shards", str(args.shards)).start()
+        try:
+            assert server.proc is not None
+            result = drain(server.address, server.proc.pid, args.jobs, args.kind, args.processes)
+        finally:
+            server.stop()
+    handler = "async def" if args.kind == "anoop" else "def"
+    print(
+        json.dumps(
+            {"handler": handler, "processes": args.processes, "shards": args.shards, "jobs": args.jobs, **result}
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

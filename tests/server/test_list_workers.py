@@ -1,0 +1,91 @@
+"""ListWorkers and `pyqueue workers`: every connected worker stream, on every shard, with what it
+holds and when it last acked."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import ServerProcess
+
+import pyqueue
+
+
+def workers_cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pyqueue", "--address", server.address, "workers", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+
+def test_a_stream_shows_who_it_is_and_what_it_holds(client: pyqueue.Client, server: ServerProcess) -> None:
+    assert client.workers() == []
+    assert "no worker is connected" in workers_cli(server).stdout
+    client.enqueue_many([{"type": "t"}] * 3)
+    with client.take("default", prefetch=3) as stream:
+        first = stream.next(timeout=30)  # started: the client reports starts
+        assert first is not None
+        first.ack()
+        second = stream.next(timeout=30)
+        assert second is not None
+        (worker,) = client.workers()
+        assert (worker.host, worker.pid) == (socket.gethostname(), os.getpid())
+        assert (worker.queues, worker.prefetch) == (["default"], 3)
+        assert (worker.in_flight, worker.running, worker.acked, worker.failed) == (2, 1, 1, 0)
+        assert worker.last_ack_at is not None and worker.last_ack_at >= worker.connected_at
+        (shown,) = json.loads(workers_cli(server, "--json").stdout)
+        assert (shown["pid"], shown["in_flight"], shown["acked"]) == (os.getpid(), 2, 1)
+        assert "default" in workers_cli(server).stdout
+    assert client.workers() == [], "a closed stream is gone from the list"
+
+
+def test_every_shard_is_listed_through_the_public_address(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", "--shards", "2").start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            topology = client.routes.topology
+            assert topology is not None
+            # Two queues owned by different shards: one stream to each.
+            names = [f"q{i}" for i in range(50)]
+            by_shard = {topology.shard_of_queue(n): n for n in names}
+            assert len(by_shard) == 2
+            with client.take(list(by_shard.values()), prefetch=1):
+                listed = _wait_for_workers(client, 2)
+                assert sorted(w.shard for w in listed) == [0, 1]
+                assert sorted(q for w in listed for q in w.queues) == sorted(by_shard.values())
+    finally:
+        server.close()
+
+
+def test_pyqueue_worker_names_itself_by_its_app(client: pyqueue.Client, server: ServerProcess, tmp_path: Path) -> None:
+    app_dir = Path(__file__).parent.parent / "app"
+    env = {**os.environ, "PYQUEUE_ADDRESS": server.address, "SAMPLE_LOG": str(tmp_path / "ran.log")}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pyqueue", "worker", "sample_app:app", "--concurrency", "2"],
+        cwd=app_dir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        (listed,) = _wait_for_workers(client, 1)
+        assert (listed.name, listed.pid, listed.prefetch) == ("pyqueue worker sample_app:app", worker.pid, 8)
+    finally:
+        worker.terminate()
+        worker.wait(60)
+
+
+def _wait_for_workers(client: pyqueue.Client, n: int, timeout: float = 30) -> list[pyqueue.WorkerInfo]:
+    """A stream opens asynchronously: wait until the server lists `n` of them."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while len(found := client.workers()) < n:
+        assert time.monotonic() < deadline, f"only {len(found)} workers listed"
+        time.sleep(0.05)
+    return found
