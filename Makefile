@@ -49,12 +49,7 @@ proto: setup
 # Figures for the closing notes; the Celery comparison needs redis-server (apt) and celery[redis].
 bench: build
 	$(BIN)/pytest bench -q --benchmark-only --benchmark-columns=median,iqr,ops,rounds
-	$(PY) bench/load.py --commit-mode both
-	$(PY) bench/load.py --compare-lister
-	$(PY) bench/enqueue_callers.py
-	$(PY) bench/listing.py
-	$(PY) bench/startup.py
-	$(PY) bench/python_side.py $(if $(shell command -v redis-server),--celery,)
+	$(PY) bench/table.py $(if $(PEERS),--peers $(PEERS),)
 
 clean:
 	rm -rf $(VENV) target .pytest_cache .mypy_cache .ruff_cache

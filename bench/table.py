@@ -32,7 +32,15 @@ def measure(script: str, *args: str) -> dict[str, object]:
 @functools.cache
 def median_of(runs: int, script: str, *args: str) -> dict[str, float]:
     results = [measure(script, *args) for _ in range(runs)]
-    return {k: statistics.median(float(r[k]) for r in results) for k, v in results[0].items() if _number(v)}
+    return {
+        k: statistics.median(float(r[k]) for r in results)  # type: ignore[arg-type]
+        for k, v in results[0].items()
+        if _number(v)
+    }
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _number(value: object) -> bool:
@@ -44,20 +52,27 @@ Row = tuple[str, str, Callable[[], str], str]  # figure, target, how to measure 
 
 def rows(runs: int, jobs: int) -> list[Row]:
     def single(mode: str, key: str) -> Callable[[], str]:
-        return lambda: f"{median_of(runs, 'single_enqueue.py', '--seconds', '8', '--commit-mode', mode)[key]:,.3g}"
+        return lambda: _figure(
+            median_of(runs, "single_enqueue.py", "--seconds", "8", "--commit-mode", mode)[key]
+        )
 
     def drain(kind: str, processes: int) -> Callable[[], str]:
         args = ("--jobs", str(jobs), "--kind", kind, "--processes", str(processes))
         return lambda: f"{median_of(runs, 'worker_drain.py', *args)['jobs_per_s']:,.0f}"
 
     def load(mode: str, shards: int, key: str = "jobs_per_s") -> Callable[[], str]:
-        args = ("--jobs", str(jobs * 5), "--commit-mode", mode, "--shards", str(shards))
+        args: tuple[str, ...] = ("--jobs", str(jobs * 5), "--commit-mode", mode, "--shards", str(shards))
         if shards > 1:
             args += ("--producers", str(shards), "--consumers", str(shards), "--queues", str(shards))
         return lambda: f"{median_of(runs, 'load.py', *args)[key]:,.0f}"
 
     return [
-        ("enqueue, one job per call, 1 producer, fsync (jobs/s)", "≥ 2,500", single("fsync", "jobs_per_s"), "enq"),
+        (
+            "enqueue, one job per call, 1 producer, fsync (jobs/s)",
+            "≥ 2,500",
+            single("fsync", "jobs_per_s"),
+            "enq",
+        ),
         ("the same, buffered (jobs/s)", "≥ 6,000", single("buffered", "jobs_per_s"), "enq:buffered"),
         ("server CPU per call, fsync (ms)", "≤ 0.25", single("fsync", "server_cpu_ms_per_call"), ""),
         ("client CPU per call, fsync (ms)", "≤ 0.15", single("fsync", "client_cpu_ms_per_call"), ""),
@@ -99,6 +114,9 @@ def main() -> None:
         peer_key = key.split(":")[0]
         cells = [others[n].get(peer_key, "") if peer_key else "" for n in names]
         print(f"| {figure} | {target} | {how()} | " + " | ".join(cells) + " |", flush=True)
+    if names:
+        print(f"\nPeers from {args.peers}: the harness's medians (their own durable setups: Redis AOF")
+        print("everysec, PostgreSQL fsync on), one job per call and their workers' defaults.")
 
 
 if __name__ == "__main__":

@@ -72,7 +72,13 @@ def main() -> None:
     handler = "async def" if args.kind == "anoop" else "def"
     print(
         json.dumps(
-            {"handler": handler, "processes": args.processes, "shards": args.shards, "jobs": args.jobs, **result}
+            {
+                "handler": handler,
+                "processes": args.processes,
+                "shards": args.shards,
+                "jobs": args.jobs,
+                **result,
+            }
         )
     )
 
