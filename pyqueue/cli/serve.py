@@ -1,11 +1,12 @@
 """`pyqueue serve`."""
 
-import logging
 import os
 import sys
 from pathlib import Path
 
 import click
+
+from pyqueue.cli.logs import log_options, setup_logging
 
 
 @click.command()
@@ -118,7 +119,14 @@ import click
 @click.option("--shard-index", type=int, default=0, hidden=True)
 @click.option("--shard-count", type=int, default=1, hidden=True)
 @click.option("--topology-file", type=click.Path(path_type=Path), default=None, hidden=True)
-@click.option("--log-level", default="info", show_default=True)
+@click.option(
+    "--summary-every",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds between summary lines (enqueued, completed, failed, ready, in flight, workers, fsyncs/s; 0: none).",
+)
+@log_options
 def serve(
     data_dir: Path,
     listen: str,
@@ -142,7 +150,9 @@ def serve(
     shard_index: int,
     shard_count: int,
     topology_file: Path | None,
+    summary_every: float,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Run the server on an embedded store in DATA_DIR."""
     from pyqueue.engine.limits import Limits
@@ -150,7 +160,7 @@ def serve(
     from pyqueue.server import ServerConfig
     from pyqueue.server import serve as run_server
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(log_level, log_format)
     from pyqueue.server.descriptors import connection_cap, raise_limit
 
     connections = max_connections or connection_cap(raise_limit())
@@ -188,6 +198,7 @@ def serve(
             shard_index=shard_index,
             shard_count=shard_count,
             topology_file=topology_file,
+            summary_s=summary_every,
             retry=RetryPolicy(
                 max_retries=max_retries,
                 base_s=backoff[0],

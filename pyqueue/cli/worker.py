@@ -1,10 +1,11 @@
 """`pyqueue worker MODULE:APP`."""
 
-import logging
 import os
 import sys
 
 import click
+
+from pyqueue.cli.logs import log_options, setup_logging
 
 
 def load_app(target: str) -> object:
@@ -51,12 +52,7 @@ def load_app(target: str) -> object:
     show_default=True,
     help="Seconds between summary lines (done, failed, timed out; 0: none).",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-    default="info",
-    show_default=True,
-)
+@log_options
 @click.pass_context
 def worker(
     ctx: click.Context,
@@ -69,12 +65,13 @@ def worker(
     log_jobs: bool,
     summary_every: float,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Run the job functions of MODULE:APP on jobs from the server."""
     from pyqueue.app import App
     from pyqueue.worker.runtime import WorkerConfig, run_worker
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(log_level, log_format)
     os.environ.setdefault("PYQUEUE_WORKER_NAME", f"pyqueue worker {target}")  # ListWorkers shows it
     if processes > 1:
         from pyqueue.worker.processes import run_processes

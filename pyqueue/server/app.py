@@ -23,6 +23,7 @@ from pyqueue.server.config import ServerConfig
 from pyqueue.server.descriptors import raise_limit, rocksdb_share
 from pyqueue.server.handlers import add_queue_service
 from pyqueue.server.service import QueueService
+from pyqueue.server.summary import Summaries
 from pyqueue.store import RocksStore, StoreDamagedError
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -91,8 +92,12 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     log.info(
         "pyqueue listening on %s (data %s, commit mode %s)", address, config.data_dir, config.commit_mode
     )
+    shard = f"shard {config.shard_index}: " if config.shard_count > 1 else ""
+    summaries = Summaries(engine, lambda: len(service.streams), config.summary_s, shard)
+    summaries.start()
 
     await stop.wait()
+    await summaries.stop()
     log.info("shutting down: finishing calls in hand")
     await health_service.enter_graceful_shutdown()
     stopping = loop.create_task(server.stop(config.shutdown_grace_s))

@@ -18,6 +18,7 @@ class ServerConfig:
     heartbeat_s: float = 3.0
     worker_timeout_s: float = 15.0  # a silent worker host is declared gone within this
     shutdown_grace_s: float = 10.0
+    summary_s: float = 60.0  # one INFO summary line this often (0: never)
     max_message_bytes: int = 64 << 20
     max_connections: int = 10_000  # past it grpc refuses new connections before any handshake
     min_free_bytes: int = 128 << 20
