@@ -44,24 +44,40 @@ def _fail(batch: list[Pending], exc: BaseException) -> None:
 
 
 class Batcher:
-    """For the sync client: whichever calling thread finds no call in flight sends."""
+    """For the sync client: whichever calling thread finds no call in flight sends.
 
-    def __init__(self, send: Callable[[list[pb.NewJob]], list[pb.Enqueued]]) -> None:
+    A lone caller (no other caller waiting) goes by `send_alone` when given: the client's enqueue
+    stream, cheapest for one caller at a time. With a crowd, calls go by `send` (a unary call): the
+    stream's own grpc threads then wait for the GIL behind the woken callers, and a unary call, made
+    by the sending thread itself, measured 1.6-1.8 times faster with 64 threads."""
+
+    def __init__(
+        self,
+        send: Callable[[list[pb.NewJob]], list[pb.Enqueued]],
+        send_alone: Callable[[list[pb.NewJob]], list[pb.Enqueued]] | None = None,
+    ) -> None:
         self._send = send
+        self._send_alone = send_alone or send
         self._lock = threading.Lock()
         self._pending: list[Pending] = []
         self._sending = False
+        self._callers = 0  # inside submit now
         self.calls = 0
 
     def submit(self, jobs: list[pb.NewJob]) -> list[pb.Enqueued]:
         future: Future[list[pb.Enqueued]] = Future()
         with self._lock:
             self._pending.append((jobs, future))
+            self._callers += 1
             lead = not self._sending
             self._sending = True
-        if lead:
-            self._drain()
-        return future.result()
+        try:
+            if lead:
+                self._drain()
+            return future.result()
+        finally:
+            with self._lock:
+                self._callers -= 1
 
     def _drain(self) -> None:
         while True:
@@ -74,8 +90,9 @@ class Batcher:
 
     def _deliver(self, batch: list[Pending]) -> None:
         self.calls += 1
+        send = self._send_alone if len(batch) == 1 and self._callers == 1 else self._send
         try:
-            results = self._send([job for jobs, _ in batch for job in jobs])
+            results = send([job for jobs, _ in batch for job in jobs])
         except _REFUSALS as exc:
             if len(batch) == 1:
                 _fail(batch, exc)

@@ -183,7 +183,10 @@ class Client:
     def _batcher(self, shard: int) -> Batcher:
         with self._lock:
             if shard not in self._batchers:
-                self._batchers[shard] = Batcher(lambda messages: self._send_streamed(shard, messages))
+                self._batchers[shard] = Batcher(
+                    lambda messages: self._send_to(shard, messages),
+                    lambda messages: self._send_streamed(shard, messages),
+                )
             return self._batchers[shard]
 
     def _send_streamed(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
