@@ -8,6 +8,7 @@ cluster's page after it.
 """
 
 import asyncio
+import dataclasses
 import heapq
 from collections.abc import Sequence
 from typing import Any, cast
@@ -27,13 +28,24 @@ class Router(pb_grpc.QueueServicer):
         self.topology = topology
         # The same message limits as the public server and the shards: a job any of them accepts
         # passes through here too.
-        options = [
+        self.options = [
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
         ]
-        self.channels = [grpc.aio.insecure_channel(a, options=options) for a in topology.addresses]
+        self.channels = [grpc.aio.insecure_channel(a, options=self.options) for a in topology.addresses]
         self.enqueue_streams: set[AnsweringStream] = set()
         self.stubs = [pb_grpc.QueueStub(c) for c in self.channels]
+
+    async def moved(self, shard: int, address: str) -> None:
+        """A restarted shard could not have its old port back: calls and the topology that clients
+        learn (GetTopology) follow it to its new address."""
+        addresses = list(self.topology.addresses)
+        addresses[shard] = address
+        self.topology = dataclasses.replace(self.topology, addresses=tuple(addresses))
+        old = self.channels[shard]
+        self.channels[shard] = grpc.aio.insecure_channel(address, options=self.options)
+        self.stubs[shard] = pb_grpc.QueueStub(self.channels[shard])
+        await old.close(None)
 
     def end_streams(self) -> None:
         for stream in tuple(self.enqueue_streams):

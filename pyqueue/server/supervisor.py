@@ -41,7 +41,6 @@ class ShardProcess:
         self.args = args
         self.address = "127.0.0.1:0"
         self.proc: subprocess.Popen[str] | None = None
-        self._listening = threading.Event()
 
     def start(self) -> str:
         try:
@@ -56,7 +55,9 @@ class ShardProcess:
             return self._start()
 
     def _start(self) -> str:
-        self._listening.clear()
+        # One event per process: the relay of a process that died must not report the next one
+        # as listening (it did, and a restarted shard was "back" before it listened).
+        listening = threading.Event()
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -80,20 +81,20 @@ class ShardProcess:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        threading.Thread(target=self._relay, args=(self.proc,), daemon=True).start()
-        if not self._listening.wait(60) or self.proc.poll() is not None:
+        threading.Thread(target=self._relay, args=(self.proc, listening), daemon=True).start()
+        if not listening.wait(60) or self.proc.poll() is not None:
             raise SystemExit(f"shard {self.index} did not start")
         return self.address
 
-    def _relay(self, proc: "subprocess.Popen[str]") -> None:
+    def _relay(self, proc: "subprocess.Popen[str]", listening: threading.Event) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             match = _LISTENING.search(line)
-            if match and not self._listening.is_set():
+            if match and not listening.is_set():
                 self.address = match.group(1)
-                self._listening.set()
+                listening.set()
             sys.stderr.write(f"[shard {self.index}] {line}")
-        self._listening.set()
+        listening.set()  # it ended: the starter sees poll() is not None
 
     def stop(self, timeout: float) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -201,8 +202,13 @@ async def supervise(
             log.error(
                 "shard %d exited with code %d; restarting it on %s", process.index, code, process.address
             )
+            before = process.address
             process.start()
-            log.info("shard %d is back", process.index)
+            if process.address != before:
+                addresses = [p.address for p in processes]
+                write_json(topology_file, {"addresses": addresses})
+                asyncio.run_coroutine_threadsafe(router.moved(process.index, process.address), loop).result(30)
+            log.info("shard %d is back on %s", process.index, process.address)
 
     for process in processes:
         threading.Thread(

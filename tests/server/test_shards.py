@@ -143,7 +143,7 @@ def test_a_killed_shard_is_restarted_and_the_others_keep_serving(sharded: Server
         os.kill(victim, signal.SIGKILL)
         sharded.wait_for("shard 1 exited")
         assert served_more(5), "the other shards keep serving through the kill"
-        sharded.wait_for("shard 1 is back")
+        sharded.wait_for("shard 1 is back on")
         assert served_more(5), "and after it is back"
         stop.set()
         loader.join(10)
@@ -151,6 +151,49 @@ def test_a_killed_shard_is_restarted_and_the_others_keep_serving(sharded: Server
         with pyqueue.Client(sharded.address) as fresh, fresh.take(victim_queue, prefetch=3) as again:
             recovered = {again.next(timeout=10).id for _ in range(3)}  # type: ignore[union-attr]
         assert recovered == set(held), "the restarted shard recovers its in-flight jobs"
+
+
+def test_a_shard_restarted_on_another_port_is_followed_by_the_topology(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    server = ServerProcess(tmp_path / "data", "--shards", "2").start()
+    assert server.proc is not None
+    squatter = socket.socket()  # no SO_REUSEPORT: grpc cannot bind beside it
+    try:
+        with pyqueue.Client(server.address) as client:
+            topology = client.routes.topology
+            assert topology is not None
+            queue = next(f"q{i}" for i in range(200) if topology.shard_of_queue(f"q{i}") == 1)
+            job = client.enqueue("t", queue=queue)
+        old_port = int(topology.addresses[1].rsplit(":", 1)[1])
+        # Hold the supervisor still, kill shard 1, take its port, and let the supervisor go on.
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            victim = next(p for p in shard_pids(server) if "shard-1" in Path(f"/proc/{p}/cmdline").read_text())
+            os.kill(victim, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while True:  # the port is free once the kernel has closed the killed shard's sockets
+                try:
+                    squatter.bind(("127.0.0.1", old_port))
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, f"port {old_port} never came free"
+                    time.sleep(0.01)
+            squatter.listen()
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        line = server.wait_for("shard 1 is back on")
+        assert f":{old_port}" not in line, "".join(server.lines)
+        with pyqueue.Client(server.address) as fresh:
+            assert fresh.routes.topology is not None and fresh.routes.topology.addresses[1] != topology.addresses[1]
+            assert fresh.get_job(job.id).status == "ready"  # straight to the shard, at its new address
+            with fresh.take(queue, prefetch=1) as stream:
+                got = stream.next(timeout=30)
+                assert got is not None and got.id == job.id
+            assert fresh.count_jobs(queue=queue) == 1  # and through the router
+    finally:
+        squatter.close()
+        server.close()
 
 
 def test_changing_the_shard_count_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
