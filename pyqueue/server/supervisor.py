@@ -32,6 +32,12 @@ log = logging.getLogger("pyqueue.supervisor")
 _LISTENING = re.compile(r"listening on (\S+:\d+)")
 
 
+class _Listening(threading.Event):
+    """Set when a shard process says where it listens (`address`), or when its output ends."""
+
+    address = ""
+
+
 class ShardProcess:
     def __init__(self, index: int, count: int, data_dir: Path, topology_file: Path, args: list[str]) -> None:
         self.index = index
@@ -57,7 +63,7 @@ class ShardProcess:
     def _start(self) -> str:
         # One event per process: the relay of a process that died must not report the next one
         # as listening (it did, and a restarted shard was "back" before it listened).
-        listening = threading.Event()
+        listening = _Listening()
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -82,19 +88,20 @@ class ShardProcess:
             text=True,
         )
         threading.Thread(target=self._relay, args=(self.proc, listening), daemon=True).start()
-        if not listening.wait(60) or self.proc.poll() is not None:
+        if not listening.wait(60) or not listening.address:
             raise SystemExit(f"shard {self.index} did not start")
+        self.address = listening.address
         return self.address
 
-    def _relay(self, proc: "subprocess.Popen[str]", listening: threading.Event) -> None:
+    def _relay(self, proc: "subprocess.Popen[str]", listening: "_Listening") -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             match = _LISTENING.search(line)
             if match and not listening.is_set():
-                self.address = match.group(1)
+                listening.address = match.group(1)
                 listening.set()
             sys.stderr.write(f"[shard {self.index}] {line}")
-        listening.set()  # it ended: the starter sees poll() is not None
+        listening.set()  # it ended: without an address, the starter knows it never listened
 
     def stop(self, timeout: float) -> None:
         if self.proc is not None and self.proc.poll() is None:
