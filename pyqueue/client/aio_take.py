@@ -92,6 +92,10 @@ class AsyncTakeStream:
                 _reject(future, failure)
             self._acks.clear()
             self._fails.clear()
+            # Jobs delivered on it and not taken yet can no longer be started or answered: the
+            # server hands them back (released), so they must not run here.
+            while not self._jobs.empty():
+                self._jobs.get_nowait()
             self._jobs.put_nowait(None)
 
     def _check_open(self) -> None:
@@ -150,8 +154,8 @@ class AsyncTakeStream:
         self._outbox.put_nowait(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
 
     async def _start_all(self, jobs: list[Job], confirm: bool) -> None:
-        """Tell the server these jobs start; with `confirm`, return once that is on the wire (or
-        the stream died)."""
+        """Tell the server these jobs start; with `confirm`, return once that is on the wire;
+        raises if the stream died first (the job was not started: it must not run)."""
         if not confirm:
             for job in jobs:
                 self._outbox.put_nowait(Started(job.id, job.lease, _nothing))
@@ -167,6 +171,8 @@ class AsyncTakeStream:
         for job in jobs:
             self._outbox.put_nowait(Started(job.id, job.lease, one_sent))
         await asyncio.wait({sent, self._reader}, return_when=asyncio.FIRST_COMPLETED)
+        if not sent.done():  # the stream died first: the jobs were not started and must not run
+            raise self._error or Unavailable("the take stream ended before the jobs could start")
 
     async def next(self, timeout: float | None = None, *, confirm_start: bool = False) -> Job | None:
         """The next job, or None after `timeout` seconds without one. Raises when the stream died.

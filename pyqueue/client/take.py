@@ -94,8 +94,8 @@ class TakeStream:
         self._outbox.put(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
 
     def _start(self, job: Job, confirm: bool) -> None:
-        """Tell the server the job starts; with `confirm`, return once that is on the wire (or
-        the stream died)."""
+        """Tell the server the job starts; with `confirm`, return once that is on the wire;
+        raises if the stream died first (the job was not started: it must not run)."""
         if not confirm:
             self._outbox.put(Started(job.id, job.lease, _nothing))
             return
@@ -103,6 +103,8 @@ class TakeStream:
         self._outbox.put(Started(job.id, job.lease, sent.set))
         while not sent.wait(0.5) and self._error is None and self._reader.is_alive():
             pass
+        if not sent.is_set():  # the stream died first: the job was not started and must not run
+            raise self._error or Unavailable("the take stream ended before the job could start")
 
     def fail(
         self,
@@ -169,6 +171,13 @@ class TakeStream:
             for future in pending:
                 if not future.done():
                     future.set_exception(failure)
+            # Jobs delivered on it and not taken yet can no longer be started or answered: the
+            # server hands them back (released), so they must not run here.
+            while True:
+                try:
+                    self._jobs.get_nowait()
+                except queue.Empty:
+                    break
             self._jobs.put(_END)
 
     def _settle(self, futures: dict[int, Any], done: Any, rejected: Any, result: Any) -> None:

@@ -214,7 +214,8 @@ async def supervise(
             if process.address != before:
                 addresses = [p.address for p in processes]
                 write_json(topology_file, {"addresses": addresses})
-                asyncio.run_coroutine_threadsafe(router.moved(process.index, process.address), loop).result(30)
+                moved = router.moved(process.index, process.address)
+                asyncio.run_coroutine_threadsafe(moved, loop).result(30)
             log.info("shard %d is back on %s", process.index, process.address)
 
     for process in processes:

@@ -150,9 +150,14 @@ class Worker:
                 while not self._slots.locked():
                     await self._slots.acquire()
                     slots += 1
-                jobs = await _first(stream.next_batch(slots, confirm_start=True), stop)
-                for _ in range(slots - (len(jobs) if jobs else 0)):
-                    self._slots.release()
+                try:
+                    jobs = await _first(stream.next_batch(slots, confirm_start=True), stop)
+                except BaseException:
+                    jobs = []  # the stream died: its slots are free again for the next one
+                    raise
+                finally:
+                    for _ in range(slots - (len(jobs) if jobs else 0)):
+                        self._slots.release()
                 if jobs is False:
                     break
                 if not jobs:
@@ -193,18 +198,27 @@ class Worker:
             self._slots.release()  # the slot is free once the handler is; the answer waits outside it
         self.counts[outcome.kind] += 1
         self._log(job, function, outcome, (time.perf_counter() - started) * 1000)
-        if outcome.kind == "ok":
-            await self._settle(stream.ack(job), job)
-        else:
-            answer = stream.fail(
-                job,
-                outcome.message,
-                kill=outcome.kind == "kill",
-                error_type=outcome.error_type,
-                backtrace=outcome.backtrace,
-                retry_at_ms=outcome.retry_at_ms,
+        answer: asyncio.Future[Any]
+        try:
+            if outcome.kind == "ok":
+                answer = stream.ack(job)
+            else:
+                answer = stream.fail(
+                    job,
+                    outcome.message,
+                    kill=outcome.kind == "kill",
+                    error_type=outcome.error_type,
+                    backtrace=outcome.backtrace,
+                    retry_at_ms=outcome.retry_at_ms,
+                )
+        except PyQueueError as exc:
+            # The stream ended while the job ran: the server already took the attempt back
+            # (interrupted or lost), and the job runs again from the next stream.
+            log.warning(
+                "job %d (%s) finished, but its stream is gone (%s); it will run again", job.id, job.type, exc
             )
-            await self._settle(answer, job)
+            return
+        await self._settle(answer, job)
 
     def _runner(self, function: JobFunction[Any, Any]) -> Any:
         if self._pool is not None:

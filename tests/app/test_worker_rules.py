@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from harness import wait_status
+from harness import wait_gone, wait_status
 from test_worker import start_worker, wait_for_lines
 
 import pyqueue
@@ -222,3 +222,25 @@ def test_processes_stopped_while_its_children_start_exits_cleanly(app, client, s
     assert worker.returncode == 0, out
     stored = client.get_job(job.id)
     assert stored.status in ("ready", "completed") and stored.lost == 0
+
+
+def test_jobs_prefetched_on_a_stream_that_died_do_not_run_there(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    first = sample_app.linger.enqueue(1.5)
+    waiting = [sample_app.add.enqueue(n, 100) for n in range(3)]
+    worker = start_worker(server, log, "--concurrency", "1")
+    try:
+        wait_for_lines(log, 1)  # the first job runs; the three others wait in the prefetch
+        server.kill()  # the stream dies under the running job
+        server.restart()
+        # After the restart every job runs to completion once; the prefetched ones never ran on
+        # the dead stream (their attempts were handed back), so each ran exactly once in all.
+        for job in (first, *waiting):
+            assert wait_gone(client, job.id, timeout=60)
+        lines = log.read_text().splitlines()
+        assert sorted(line for line in lines if line.startswith("add")) == [
+            f"add {n + 100}" for n in range(3)
+        ]
+    finally:
+        out = stop(worker)
+    assert "Task exception was never retrieved" not in out, out

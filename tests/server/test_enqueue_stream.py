@@ -30,7 +30,9 @@ def one(queue: str = "default") -> pb.EnqueueRequest:
 def test_answers_come_in_order_and_a_refusal_does_not_end_the_stream(tmp_path: Path, shards: int) -> None:
     server = ServerProcess(tmp_path / "data", "--shards", str(shards)).start()
     try:
-        answers = exchange(server.address, [one(), one("no spaces allowed"), one("mail"), pb.EnqueueRequest()])
+        answers = exchange(
+            server.address, [one(), one("no spaces allowed"), one("mail"), pb.EnqueueRequest()]
+        )
         assert [a.HasField("error") for a in answers] == [False, True, False, True]
         assert answers[1].error.code == "INVALID_ARGUMENT" and "queue" in answers[1].error.message
         assert answers[3].error.code == "INVALID_ARGUMENT"
@@ -43,7 +45,9 @@ def test_answers_come_in_order_and_a_refusal_does_not_end_the_stream(tmp_path: P
         server.close()
 
 
-def test_single_enqueues_go_on_the_stream_and_refusals_raise(client: pyqueue.Client, server: ServerProcess) -> None:
+def test_single_enqueues_go_on_the_stream_and_refusals_raise(
+    client: pyqueue.Client, server: ServerProcess
+) -> None:
     jobs = [client.enqueue("t", {"n": n}) for n in range(5)]
     assert [client.get_job(j.id).payload for j in jobs] == [{"n": n} for n in range(5)]
     with pytest.raises(pyqueue.InvalidArgument, match="queue"):

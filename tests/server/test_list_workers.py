@@ -62,7 +62,9 @@ def test_every_shard_is_listed_through_the_public_address(tmp_path: Path) -> Non
         server.close()
 
 
-def test_pyqueue_worker_names_itself_by_its_app(client: pyqueue.Client, server: ServerProcess, tmp_path: Path) -> None:
+def test_pyqueue_worker_names_itself_by_its_app(
+    client: pyqueue.Client, server: ServerProcess, tmp_path: Path
+) -> None:
     app_dir = Path(__file__).parent.parent / "app"
     env = {**os.environ, "PYQUEUE_ADDRESS": server.address, "SAMPLE_LOG": str(tmp_path / "ran.log")}
     worker = subprocess.Popen(

@@ -169,7 +169,9 @@ def test_a_shard_restarted_on_another_port_is_followed_by_the_topology(tmp_path)
         # Hold the supervisor still, kill shard 1, take its port, and let the supervisor go on.
         os.kill(server.proc.pid, signal.SIGSTOP)
         try:
-            victim = next(p for p in shard_pids(server) if "shard-1" in Path(f"/proc/{p}/cmdline").read_text())
+            victim = next(
+                p for p in shard_pids(server) if "shard-1" in Path(f"/proc/{p}/cmdline").read_text()
+            )
             os.kill(victim, signal.SIGKILL)
             deadline = time.monotonic() + 30
             while True:  # the port is free once the kernel has closed the killed shard's sockets
@@ -185,7 +187,10 @@ def test_a_shard_restarted_on_another_port_is_followed_by_the_topology(tmp_path)
         line = server.wait_for("shard 1 is back on")
         assert f":{old_port}" not in line, "".join(server.lines)
         with pyqueue.Client(server.address) as fresh:
-            assert fresh.routes.topology is not None and fresh.routes.topology.addresses[1] != topology.addresses[1]
+            assert (
+                fresh.routes.topology is not None
+                and fresh.routes.topology.addresses[1] != topology.addresses[1]
+            )
             assert fresh.get_job(job.id).status == "ready"  # straight to the shard, at its new address
             with fresh.take(queue, prefetch=1) as stream:
                 got = stream.next(timeout=30)
