@@ -6,6 +6,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import ServerProcess
@@ -31,9 +33,10 @@ def test_a_stream_shows_who_it_is_and_what_it_holds(client: pyqueue.Client, serv
         first = stream.next(timeout=30)  # started: the client reports starts
         assert first is not None
         first.ack()
-        second = stream.next(timeout=30)
+        second = stream.next(timeout=30, confirm_start=True)
         assert second is not None
-        (worker,) = client.workers()
+        # Its start is on the wire; the server reads it on its own time.
+        (worker,) = _wait_for_workers(client, 1, lambda w: (w.in_flight, w.running) == (2, 1))
         assert (worker.host, worker.pid) == (socket.gethostname(), os.getpid())
         assert (worker.queues, worker.prefetch) == (["default"], 3)
         assert (worker.in_flight, worker.running, worker.acked, worker.failed) == (2, 1, 1, 0)
@@ -82,12 +85,18 @@ def test_pyqueue_worker_names_itself_by_its_app(
         worker.wait(60)
 
 
-def _wait_for_workers(client: pyqueue.Client, n: int, timeout: float = 30) -> list[pyqueue.WorkerInfo]:
-    """A stream opens asynchronously: wait until the server lists `n` of them."""
-    import time
-
+def _wait_for_workers(
+    client: pyqueue.Client,
+    n: int,
+    condition: Callable[[pyqueue.WorkerInfo], bool] = lambda w: True,
+    timeout: float = 30,
+) -> list[pyqueue.WorkerInfo]:
+    """Streams open, and their messages are read, asynchronously: wait until the server lists `n`
+    workers that meet `condition`."""
     deadline = time.monotonic() + timeout
-    while len(found := client.workers()) < n:
-        assert time.monotonic() < deadline, f"only {len(found)} workers listed"
+    while True:
+        found = client.workers()
+        if sum(1 for w in found if condition(w)) >= n:
+            return found
+        assert time.monotonic() < deadline, f"not {n} such workers in {found}"
         time.sleep(0.05)
-    return found
