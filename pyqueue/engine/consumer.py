@@ -60,6 +60,7 @@ class Consumer:
         self.max_bytes = max_bytes
         self.held_bytes = 0
         self.closed = False
+        self.delivering = True
         self._selection = engine.memory.ready.select(list(self.queues))
         self._claiming = 0
         self._look = True
@@ -106,11 +107,16 @@ class Consumer:
         self._look = True
         self._wake.set()
 
+    def stop_delivering(self) -> None:
+        """No more jobs for this stream (the server is stopping); answers are still taken."""
+        self.delivering = False
+        self._wake.set()
+
     async def next_jobs(self, timeout_s: float) -> list[JobView]:
         """Jobs to deliver, or [] once `timeout_s` passes with nothing (time for a heartbeat)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while not self.closed:
+        while not self.closed and self.delivering:
             if self._should_look():
                 jobs = await self._claim()
                 if jobs:

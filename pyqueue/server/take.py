@@ -28,6 +28,7 @@ from pyqueue.v1 import queue_pb2 as pb
 _ANSWERS = ("start", "ack", "fail", "extend", "release")
 _CANCEL_GRACE_S = 0.2
 SEND_TIMEOUT_S = 60.0
+ANSWER_GRACE_S = 5.0  # at a server stop, how long started attempts may still be answered
 BATCH_BYTES = 4 << 20  # a delivery message; the message limit is 64 MiB
 _JOB_OVERHEAD = 1024  # the fields around a payload, generously (names are at most 128 bytes)
 
@@ -80,6 +81,8 @@ class TakeStream:
         reader = asyncio.get_running_loop().create_task(self._read())
         try:
             await self._push(self.consumer)
+            if self._ending.is_set():
+                await self._await_answers(reader)
         except TimeoutError:
             if not self._stalled:
                 raise
@@ -97,6 +100,18 @@ class TakeStream:
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"this worker read nothing for {SEND_TIMEOUT_S:.0f}s; its jobs went back to the queue",
             )
+
+    async def _await_answers(self, reader: "asyncio.Task[None]") -> None:
+        """The server is stopping: no job goes out any more, but the answers for attempts already
+        started may still come in for a moment, so that a job that was just finishing is not run
+        again after the restart for want of its ack. What is unanswered after that was interrupted."""
+        assert self.consumer is not None
+        held = self.consumer.held
+        deadline = time.monotonic() + ANSWER_GRACE_S
+        while not reader.done() and time.monotonic() < deadline:
+            if not any(h.started_ms and not h.answering for h in held.values()):
+                return
+            await asyncio.sleep(0.02)  # shutdown only: a short poll, not worth a wake-up channel
 
     def describe(self, shard: int) -> pb.WorkerStream:
         consumer = self.consumer
@@ -116,11 +131,12 @@ class TakeStream:
         )
 
     def end(self) -> None:
-        """Server shutdown: stop pushing and let the stream finish; what it holds was interrupted."""
+        """Server shutdown: stop pushing, take the answers of started attempts for a moment, then
+        let the stream finish; what it still holds then was interrupted."""
         self._ending.set()
         self._clean = True
         if self.consumer is not None:
-            self.consumer.close(clean=True)
+            self.consumer.stop_delivering()
 
     async def _push(self, consumer: Consumer) -> None:
         while not consumer.closed and not self._ending.is_set():

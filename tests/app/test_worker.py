@@ -120,8 +120,9 @@ def test_worker_reconnects_when_the_server_restarts(app, client, server, tmp_pat
     log = tmp_path / "ran.log"
     worker = start_worker(server, log)
     try:
-        sample_app.add.enqueue(1, 1)
+        first = sample_app.add.enqueue(1, 1)
         assert wait_for_lines(log, 1) == ["add 2"]
+        assert wait_gone(client, first.id)  # acked before the server stops
         server.stop()
         server.restart()  # same port
         with pyqueue.Client(server.address) as fresh:

@@ -244,3 +244,23 @@ def test_jobs_prefetched_on_a_stream_that_died_do_not_run_there(app, client, ser
     finally:
         out = stop(worker)
     assert "Task exception was never retrieved" not in out, out
+
+
+def test_a_job_finishing_while_the_server_stops_is_not_run_again(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    job = sample_app.linger.enqueue(1.0)
+    waiting = sample_app.add.enqueue(2, 3)
+    worker = start_worker(server, log, "--concurrency", "1")
+    try:
+        wait_for_lines(log, 1)  # linger started
+        # A server stop takes the answers of started attempts for a moment: the ack that comes
+        # while it stops completes the job, which is not run again after the restart.
+        server.stop()
+        server.restart()
+        assert wait_gone(client, job.id, timeout=60)
+        assert wait_gone(client, waiting.id, timeout=60)
+        lines = log.read_text().splitlines()
+        assert lines.count("linger started") == 1, lines
+        assert lines.count("add 5") == 1, lines
+    finally:
+        stop(worker)
