@@ -22,11 +22,11 @@ def known(client: pyqueue.Client):  # type: ignore[no-untyped-def]
     # once it holds four again nothing moves, and GetJob (a record read, not the indexes the
     # listing uses) says where everything is.
     holder = client.take(["a", "b"], prefetch=4)
-    taken = [holder.next(timeout=5) for _ in range(4)]
+    taken = [holder.next(timeout=30) for _ in range(4)]
     for job in taken[:2]:
         assert job is not None
         job.fail("no", kill=True)
-    assert all(holder.next(timeout=5) is not None for _ in range(2))
+    assert all(holder.next(timeout=30) is not None for _ in range(2))
     content = {i: (q, t, client.get_job(i).status) for i, (q, t, _) in content.items()}
     assert sorted(s for _, _, s in content.values()).count("in_flight") == 4
     yield content
@@ -135,13 +135,13 @@ def test_moved_and_reprioritised_jobs_come_out_in_their_new_order(client: pyqueu
     with client.take("dst", prefetch=1) as stream:
         order = []
         for _ in range(2):
-            job = stream.next(timeout=5)
+            job = stream.next(timeout=30)
             assert job is not None
             order.append(job.id)
             job.ack()
         assert order == [second, third]
     with client.take("src") as stream:
-        job = stream.next(timeout=5)
+        job = stream.next(timeout=30)
         assert job is not None and job.id == first
         job.ack()
         assert_nothing_else_comes(client, stream, "src")  # the moved job does not also come out of it
@@ -151,7 +151,7 @@ def test_payload_can_change_while_waiting(client: pyqueue.Client) -> None:
     job_id = client.enqueue("t", {"v": 1}).id
     client.update_job(job_id, payload={"v": 2})
     with client.take() as stream:
-        job = stream.next(timeout=5)
+        job = stream.next(timeout=30)
         assert job is not None and job.payload == {"v": 2}
 
 
@@ -182,7 +182,7 @@ def test_a_job_deleted_in_flight_is_not_delivered_again_and_its_ack_is_refused(
 ) -> None:
     job_id = client.enqueue("t").id
     with client.take() as stream:
-        job = stream.next(timeout=5)
+        job = stream.next(timeout=30)
         assert job is not None
         client.delete_job(job_id)
         with pytest.raises(pyqueue.NotFound):
@@ -202,7 +202,7 @@ def test_unique_scopes_across_the_lifecycle(server: ServerProcess) -> None:
         )
 
         with client.take(["default", "act", "ex"], prefetch=3) as stream:
-            held = {j.id: j for j in (stream.next(timeout=5) for _ in range(3)) if j is not None}
+            held = {j.id: j for j in (stream.next(timeout=30) for _ in range(3)) if j is not None}
             # In flight: "queued" releases the key, "active" and "exists" keep it.
             released = client.enqueue("t", unique_key="k-queued")
             assert not released.duplicate and released.id != first.id
@@ -257,5 +257,5 @@ def test_pause_and_resume_survive_a_restart(server: ServerProcess) -> None:
         with client.take(["mail", "probe"]) as stream:
             assert_nothing_else_comes(client, stream, "probe")
             assert not client.resume("mail").paused
-            job = stream.next(timeout=5)
+            job = stream.next(timeout=30)
             assert job is not None and job.id == job_id

@@ -33,7 +33,7 @@ def test_an_earlier_job_enqueued_while_the_scheduler_sleeps_runs_first(client: p
     late = client.enqueue("t", delay=60)
     soon = client.enqueue("t", run_at=datetime.now(UTC) + timedelta(seconds=0.5))
     with client.take("default") as stream:
-        got = stream.next(timeout=5)
+        got = stream.next(timeout=30)
         assert got is not None and got.id == soon.id
         got.ack()
     assert client.get_job(late.id).status == "scheduled"
@@ -54,11 +54,11 @@ def test_scheduled_jobs_survive_a_restart(server: ServerProcess) -> None:
 def test_failure_then_retry_then_success(client: pyqueue.Client) -> None:
     job_id = client.enqueue("t", backoff=QUICK).id
     with client.take("default") as stream:
-        first = stream.next(timeout=5)
+        first = stream.next(timeout=30)
         assert first is not None
         assert first.fail("flaky", error_type="IOError") == "scheduled"
         assert client.get_job(job_id).status == "scheduled"
-        second = stream.next(timeout=5)
+        second = stream.next(timeout=30)
         assert second is not None and second.id == job_id and second.attempts == 2
         second.ack()
     with pytest.raises(pyqueue.NotFound):
@@ -70,7 +70,7 @@ def test_failing_until_dead_keeps_the_history_in_order(client: pyqueue.Client) -
     statuses = []
     with client.take("default") as stream:
         for attempt in (1, 2):
-            job = stream.next(timeout=5)
+            job = stream.next(timeout=30)
             assert job is not None
             statuses.append(
                 job.fail(f"failure {attempt}", error_type="RuntimeError", backtrace=f"line {attempt}")
@@ -87,7 +87,7 @@ def test_failing_until_dead_keeps_the_history_in_order(client: pyqueue.Client) -
 def test_kill_makes_a_job_dead_at_once(client: pyqueue.Client) -> None:
     job_id = client.enqueue("t").id
     with client.take("default") as stream:
-        job = stream.next(timeout=5)
+        job = stream.next(timeout=30)
         assert job is not None
         assert job.fail("bad input", kill=True) == "dead"
     dead = client.get_job(job_id)
@@ -98,10 +98,10 @@ def test_kill_makes_a_job_dead_at_once(client: pyqueue.Client) -> None:
 def test_retry_at_overrides_the_backoff(client: pyqueue.Client) -> None:
     job_id = client.enqueue("t").id  # the default backoff would wait 16 s or more
     with client.take("default") as stream:
-        job = stream.next(timeout=5)
+        job = stream.next(timeout=30)
         assert job is not None
         job.fail("later", retry_at=datetime.now(UTC) + timedelta(seconds=0.3))
-        again = stream.next(timeout=5)
+        again = stream.next(timeout=30)
         assert again is not None and again.id == job_id
 
 
@@ -150,7 +150,7 @@ def test_timeout_moves_the_job_on_and_refuses_the_late_ack(
         client.take("default") as slow,
         other.take("default") as fast,
     ):
-        first = slow.next(timeout=5)
+        first = slow.next(timeout=30)
         assert first is not None and first.id == job_id
         second = fast.next(timeout=10)  # after the timeout and the retry delay
         assert second is not None and second.id == job_id and second.attempts == 2
@@ -164,7 +164,7 @@ def test_timeout_moves_the_job_on_and_refuses_the_late_ack(
 def test_an_extension_keeps_a_job_only_up_to_its_time_limit(client: pyqueue.Client) -> None:
     job_id = client.enqueue("t", timeout=1.0, max_retries=0).id
     with client.take("default") as stream:
-        job = stream.next(timeout=5)
+        job = stream.next(timeout=30)
         assert job is not None
         job.extend(0.5)  # a short lease within the limit is granted
         job.extend(3600)  # but never past the start plus the job's timeout
@@ -183,7 +183,7 @@ def test_retention_keeps_completed_jobs_then_purges_them(tmp_path) -> None:  # t
             dead = client.enqueue("t").id
             with client.take("default", prefetch=2) as stream:
                 for _ in range(2):
-                    job = stream.next(timeout=5)
+                    job = stream.next(timeout=30)
                     assert job is not None
                     job.ack() if job.id == done else job.fail("no", kill=True)
             assert client.get_job(done).status == "completed"
