@@ -10,20 +10,18 @@ each way on a bidi stream kept open (what EnqueueStream does). Calls/s and CPU p
 
 import json
 import multiprocessing as mp
-import os
 import queue
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from single_enqueue import cpu_seconds
+
 SECONDS = 4.0
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def serve(kind: str, ports: "mp.Queue[int]") -> None:

@@ -12,6 +12,49 @@ from pathlib import Path
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
 
+class ProcessOutput:
+    """A process's merged output, read on a thread as it comes: a test waits on a line (a signal,
+    not a sleep) and still has all of it at the end."""
+
+    def __init__(self, proc: "subprocess.Popen[str]") -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self.ended = False
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self.ended = True
+            self._changed.notify_all()
+
+    def wait_lines(self, text: str, count: int = 1, timeout: float = 30.0) -> list[str]:
+        """The lines containing `text`, once there are `count` of them; AssertionError (with the
+        output) if the output ends or the timeout passes first."""
+
+        def matching() -> list[str]:
+            return [line for line in self.lines if text in line]
+
+        with self._changed:
+            self._changed.wait_for(lambda: len(matching()) >= count or self.ended, timeout)
+            found = matching()
+        if len(found) < count:
+            raise AssertionError(f"{count} x {text!r} not in the output:\n{''.join(self.lines)}")
+        return found
+
+    def finish(self, timeout: float = 60.0) -> str:
+        """Wait for the process to exit and its output to end; all of it."""
+        self.proc.wait(timeout)
+        self._thread.join(timeout)
+        return "".join(self.lines)
+
+
 class ServerProcess:
     def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
@@ -22,8 +65,12 @@ class ServerProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.command = [sys.executable, "-m", "pyqueue"]
         self.cwd: Path | None = None
-        self.lines: list[str] = []
-        self._seen = threading.Condition()
+        self.output: ProcessOutput | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        """What the server (and, sharded, its shards) logged since its last start."""
+        return self.output.lines if self.output is not None else []
 
     @property
     def address(self) -> str:
@@ -39,7 +86,6 @@ class ServerProcess:
             f"127.0.0.1:{self.port}",
             *self.args,
         ]
-        self.lines = []
         self.proc = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,
@@ -48,7 +94,7 @@ class ServerProcess:
             env={**os.environ, **self.env},
             cwd=self.cwd,
         )
-        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        self.output = ProcessOutput(self.proc)
         # A supervisor relays its shards' lines too: its own line is the public address.
         sharded = int(self.args[self.args.index("--shards") + 1]) > 1
         try:
@@ -61,30 +107,10 @@ class ServerProcess:
         self.port = int(match.group(2))
         return self
 
-    def _pump(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            with self._seen:
-                self.lines.append(line)
-                self._seen.notify_all()
-        with self._seen:
-            self._seen.notify_all()
-
     def wait_for(self, text: str, timeout: float = 30.0) -> str:
         """Block until the server logs a line containing `text` (a signal, not a sleep)."""
-
-        def found() -> str | None:
-            return next((line for line in self.lines if text in line), None)
-
-        with self._seen:
-            ok = self._seen.wait_for(
-                lambda: found() is not None or (self.proc is not None and self.proc.poll() is not None),
-                timeout,
-            )
-            line = found()
-        if line is None:
-            raise AssertionError(f"server never logged {text!r} (ok={ok}); output:\n{''.join(self.lines)}")
-        return line
+        assert self.output is not None
+        return self.output.wait_lines(text, 1, timeout)[0]
 
     def stop(self, timeout: float = 30.0) -> int:
         assert self.proc is not None

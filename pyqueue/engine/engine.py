@@ -388,9 +388,7 @@ class Engine:
             self._committer.submit(request)
         except EngineError:
             return  # shutting down: the start is taken as not started, which is safe
-        self._background.add(request.future)
-        request.future.add_done_callback(_settled_in_background)
-        request.future.add_done_callback(self._background.discard)
+        self._in_background(request.future)
 
     async def hand_back(
         self, items: Sequence[tuple[int, int | None, Ending]], delay_ms: int = 0
@@ -411,10 +409,13 @@ class Engine:
         while self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
 
-    def _in_background(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    def _in_background(self, work: Any) -> None:
+        """A write nobody waits for (a coroutine, or a request's future): kept until it is done,
+        so that `stop` and `wait_background` can wait for it, and its failure is logged."""
+        future = asyncio.ensure_future(work)
+        self._background.add(future)
+        future.add_done_callback(_settled_in_background)
+        future.add_done_callback(self._background.discard)
 
     # The timed services' actions.
     async def promote(self, due: Sequence[tuple[int, int]]) -> list[int]:

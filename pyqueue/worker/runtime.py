@@ -150,11 +150,9 @@ class Worker:
                 while not self._slots.locked():
                     await self._slots.acquire()
                     slots += 1
+                jobs: Any = []  # list[Job], or False on stop; if the stream dies here, its slots come back
                 try:
                     jobs = await _first(stream.next_batch(slots, confirm_start=True), stop)
-                except BaseException:
-                    jobs = []  # the stream died: its slots are free again for the next one
-                    raise
                 finally:
                     for _ in range(slots - (len(jobs) if jobs else 0)):
                         self._slots.release()

@@ -3,11 +3,10 @@ that hold, jobs of a type the worker lacks, failures that show."""
 
 import signal
 import sys
-import threading
 from pathlib import Path
 
 import pytest
-from harness import wait_gone, wait_status
+from harness import ProcessOutput, wait_gone, wait_status
 from test_worker import start_worker, wait_for_lines
 
 import pyqueue
@@ -16,32 +15,6 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 import sample_app  # noqa: E402
-
-
-class OutputReader:
-    """Reads a worker's merged output on a thread, so a test can wait on a line and still get all
-    of it at the end."""
-
-    def __init__(self, worker) -> None:  # type: ignore[no-untyped-def]
-        self.worker, self.lines, self.changed = worker, [], threading.Condition()
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        for line in self.worker.stdout:
-            with self.changed:
-                self.lines.append(line)
-                self.changed.notify_all()
-
-    def wait_for(self, text: str, count: int, timeout: float = 60) -> None:
-        with self.changed:
-            found = self.changed.wait_for(lambda: sum(text in x for x in self.lines) >= count, timeout)
-        assert found, f"{count} x {text!r} not in {''.join(self.lines)!r}"
-
-    def finish(self, timeout: float = 60) -> str:
-        self.worker.wait(timeout=timeout)
-        self.thread.join(timeout=timeout)
-        return "".join(self.lines)
 
 
 def stop(worker) -> str:  # type: ignore[no-untyped-def]
@@ -197,13 +170,13 @@ def test_processes_runs_one_worker_per_process_and_stops_them_all(app, client, s
     for n in range(4):
         sample_app.add.enqueue(n, n)
     worker = start_worker(server, log, "--processes", "2")
-    output = OutputReader(worker)
+    output = ProcessOutput(worker)
     try:
         assert sorted(wait_for_lines(log, 4)) == sorted(f"add {2 * n}" for n in range(4))
         children = sp.run(["pgrep", "-P", str(worker.pid)], capture_output=True, text=True).stdout.split()
         assert len(children) == 2
         # Both are serving (one may have taken all four jobs while the other still started).
-        output.wait_for("worker serving", 2)
+        output.wait_lines("worker serving", 2)
     finally:
         worker.send_signal(signal.SIGTERM)
         out = output.finish()
@@ -214,9 +187,9 @@ def test_processes_runs_one_worker_per_process_and_stops_them_all(app, client, s
 def test_processes_stopped_while_its_children_start_exits_cleanly(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
     job = sample_app.add.enqueue(1, 1)
     worker = start_worker(server, tmp_path / "ran.log", "--processes", "2")
-    output = OutputReader(worker)
+    output = ProcessOutput(worker)
     # The parent has started its children; they are (very likely) still importing.
-    output.wait_for("started 2 worker processes", 1)
+    output.wait_lines("started 2 worker processes", 1)
     worker.send_signal(signal.SIGTERM)
     out = output.finish()
     assert worker.returncode == 0, out
