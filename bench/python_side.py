@@ -10,6 +10,7 @@ All figures: jobs/s, fsync commit mode for pyqueue, one machine, one run.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -178,7 +179,7 @@ def main() -> None:
         finally:
             server.stop()
     if args.celery:
-        if shutil.which("redis-server") is None:
+        if shutil.which("redis-server") is None or importlib.util.find_spec("celery") is None:
             raise SystemExit(
                 "--celery needs redis-server (apt install redis-server) and celery (pip install celery[redis])"
             )

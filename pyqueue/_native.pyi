@@ -15,6 +15,15 @@ class ReadyIndex:
     def insert(self, queue: str, priority: int, job_id: int) -> None: ...
     def insert_many(self, queue: str, keys: list[tuple[int, int]]) -> None:
         """Insert many (priority, id) keys into one queue (the start-up rebuild)."""
+    def begin_loading(self, queues: list[str]) -> None:
+        """Mark these lanes as loading from the store: each gives out nothing until `load`."""
+    def load(self, queue: str, keys: list[tuple[int, int]]) -> None:
+        """Insert keys read from the store in (priority, id) order. While the lane is loading, its
+        horizon moves to the last key: claims give out nothing beyond it, across lanes too."""
+    def finish_loading(self, queue: str) -> None:
+        """The store's range is read to its end: every key of the lane may be given out."""
+    def loading(self) -> list[str]:
+        """The queues whose lanes are still loading, sorted."""
     def remove(self, queue: str, priority: int, job_id: int) -> bool:
         """True if this call removed the key."""
     def count(self, queue: str) -> int: ...
@@ -31,7 +40,8 @@ class Selection:
     def claim(self, max: int) -> list[int]:
         """Remove and return up to `max` job ids, most urgent first across the selected queues.
         Removal is the claim: concurrent claimers never get the same id."""
-    def has_ready(self) -> bool: ...
+    def has_ready(self) -> bool:
+        """Whether `claim` would give out a job now."""
 
 class TimerSet:
     """(due time in ms, job id) keys, earliest first: scheduled jobs, lease deadlines."""

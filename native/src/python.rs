@@ -5,7 +5,7 @@
 //! Python exceptions in one place: `closed_error`.
 
 use crate::coalescer::Coalescer as CoreCoalescer;
-use crate::ready::{claim, Lane, ReadyIndex as CoreReadyIndex};
+use crate::ready::{claim, has_claimable, Lane, ReadyIndex as CoreReadyIndex};
 use crate::timers::TimerSet as CoreTimerSet;
 use crate::token::ClaimToken as CoreClaimToken;
 use pyo3::create_exception;
@@ -50,6 +50,26 @@ impl ReadyIndex {
         for key in keys {
             lane.insert(key);
         }
+    }
+
+    /// Mark these lanes as loading from the store: each gives out nothing until `load`.
+    fn begin_loading(&self, queues: Vec<String>) {
+        for queue in queues {
+            self.inner.lane(&queue).begin_loading();
+        }
+    }
+
+    /// Keys read from the store in (priority, id) order; the lane's horizon moves to the last.
+    fn load(&self, queue: &str, keys: Vec<(u16, u64)>) {
+        self.inner.lane(queue).load(keys);
+    }
+
+    fn finish_loading(&self, queue: &str) {
+        self.inner.lane(queue).finish_loading();
+    }
+
+    fn loading(&self) -> Vec<String> {
+        self.inner.loading()
     }
 
     fn remove(&self, queue: &str, priority: u16, job_id: u64) -> bool {
@@ -103,10 +123,9 @@ impl Selection {
             .collect()
     }
 
+    /// Whether `claim` would give out a job now.
     fn has_ready(&self) -> bool {
-        self.lanes
-            .iter()
-            .any(|lane| !lane.is_paused() && !lane.is_empty())
+        has_claimable(&self.lanes)
     }
 }
 

@@ -4,11 +4,18 @@
 //! run first, and ids grow with creation time, so a lane is FIFO within a priority. The store is
 //! the truth; a lane holds only these 10-byte keys as hints. Claiming removes a key, and removal is
 //! the claim: when two claimers race for the same front entry, only one `remove` succeeds.
+//!
+//! At start-up a lane can be *loading*: its keys are being read from the store in (priority, id)
+//! order, and the lane gives out only keys up to its *horizon*, the last key loaded so far. Beyond
+//! the horizon the store may still hold a more urgent job than what the lane has, so a claim
+//! stops there (across lanes too) rather than break the order. Serving starts as soon as each
+//! lane's first keys are in, not when the whole backlog is.
 
+use crossbeam_skiplist::set::Entry;
 use crossbeam_skiplist::SkipSet;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// (priority, job id): the order in which ready jobs run.
 pub type ReadyKey = (u16, u64);
@@ -17,6 +24,34 @@ pub type ReadyKey = (u16, u64);
 pub struct Lane {
     set: SkipSet<ReadyKey>,
     paused: AtomicBool,
+    loading: AtomicBool,
+    /// While loading: every stored key up to this one is in the set (None: none loaded yet).
+    horizon: Mutex<Option<ReadyKey>>,
+}
+
+/// What one lane offers a claimer next.
+enum Next<'a> {
+    Take(Entry<'a, ReadyKey>),
+    /// Loading and nothing here up to the horizon: a key after it may be the most urgent.
+    Wait(Option<ReadyKey>),
+}
+
+impl Next<'_> {
+    /// Whether this lane's offer must be served before `other`'s.
+    fn before(&self, other: &Next<'_>) -> bool {
+        match (self.bound(), other.bound()) {
+            (None, _) => true,
+            (_, None) => false,
+            (Some(a), Some(b)) => a < b,
+        }
+    }
+
+    fn bound(&self) -> Option<ReadyKey> {
+        match self {
+            Next::Take(entry) => Some(*entry.value()),
+            Next::Wait(horizon) => *horizon,
+        }
+    }
 }
 
 impl Lane {
@@ -48,39 +83,89 @@ impl Lane {
     pub fn clear(&self) {
         self.set.clear();
     }
+
+    /// Start loading from the store: nothing is given out until `load` moves the horizon.
+    pub fn begin_loading(&self) {
+        *self.horizon.lock().unwrap() = None;
+        self.loading.store(true, Ordering::Release);
+    }
+
+    /// Insert keys read from the store in order; while loading, the horizon moves to the last.
+    pub fn load(&self, keys: impl IntoIterator<Item = ReadyKey>) {
+        let mut last = None;
+        for key in keys {
+            self.set.insert(key);
+            last = Some(key);
+        }
+        if self.is_loading() && last.is_some() {
+            let mut horizon = self.horizon.lock().unwrap();
+            if last > *horizon {
+                *horizon = last; // after the inserts: a claimer that sees it finds the keys
+            }
+        }
+    }
+
+    /// The store's range is read to its end: every key may be given out.
+    pub fn finish_loading(&self) {
+        self.loading.store(false, Ordering::Release);
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(Ordering::Acquire)
+    }
+
+    fn next(&self) -> Option<Next<'_>> {
+        if self.is_paused() {
+            return None;
+        }
+        let front = self.set.front();
+        if !self.is_loading() {
+            return front.map(Next::Take);
+        }
+        let horizon = *self.horizon.lock().unwrap();
+        match front {
+            Some(entry) if Some(*entry.value()) <= horizon => Some(Next::Take(entry)),
+            _ => Some(Next::Wait(horizon)),
+        }
+    }
+}
+
+/// The lane whose offer comes first, with that offer.
+fn most_urgent<'a>(lanes: &'a [Arc<Lane>]) -> Option<(usize, Next<'a>)> {
+    let mut best: Option<(usize, Next<'a>)> = None;
+    for (i, lane) in lanes.iter().enumerate() {
+        if let Some(next) = lane.next() {
+            if best
+                .as_ref()
+                .is_none_or(|(_, current)| next.before(current))
+            {
+                best = Some((i, next));
+            }
+        }
+    }
+    best
+}
+
+/// Whether a claim over `lanes` would give out a key now.
+pub fn has_claimable(lanes: &[Arc<Lane>]) -> bool {
+    matches!(most_urgent(lanes), Some((_, Next::Take(_))))
 }
 
 /// Take up to `max` of the most urgent keys across `lanes`, in (priority, id) order.
 ///
 /// Returns the index of the lane each key came from with the key itself.
+/// A loading lane with nothing up to its horizon stops the claim: its next key is unknown.
 pub fn claim(lanes: &[Arc<Lane>], max: usize) -> Vec<(usize, ReadyKey)> {
     let mut claimed = Vec::with_capacity(max.min(1024));
     while claimed.len() < max {
-        let mut best = None;
-        for (i, lane) in lanes.iter().enumerate() {
-            if lane.is_paused() {
-                continue;
-            }
-            if let Some(front) = lane.set.front() {
-                let better = match &best {
-                    None => true,
-                    Some((_, current)) => {
-                        *front.value() < *crossbeam_skiplist::set::Entry::value(current)
-                    }
-                };
-                if better {
-                    best = Some((i, front));
-                }
-            }
-        }
-        match best {
-            None => break,
-            Some((i, entry)) => {
+        match most_urgent(lanes) {
+            Some((i, Next::Take(entry))) => {
                 // Losing the race means another claimer took this key: look again.
                 if entry.remove() {
                     claimed.push((i, *entry.value()));
                 }
             }
+            Some((_, Next::Wait(_))) | None => break,
         }
     }
     claimed
@@ -152,6 +237,20 @@ impl ReadyIndex {
             lane.clear();
         }
     }
+
+    /// The queues whose lanes are still loading, sorted.
+    pub fn loading(&self) -> Vec<String> {
+        let mut names: Vec<_> = self
+            .lanes
+            .read()
+            .unwrap()
+            .iter()
+            .filter(|(_, lane)| lane.is_loading())
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort();
+        names
+    }
 }
 
 #[cfg(test)]
@@ -212,6 +311,38 @@ mod tests {
         assert_eq!(index.len("a"), 1);
         index.lane("a").set_paused(false);
         assert_eq!(ids(&claim(&lanes, 10)), vec![1]);
+    }
+
+    #[test]
+    fn a_loading_lane_gives_out_nothing_beyond_its_horizon() {
+        let index = ReadyIndex::new();
+        let lane = index.lane("q");
+        lane.begin_loading();
+        lane.insert((0, 50)); // a live enqueue while nothing is loaded yet
+        assert!(claim(std::slice::from_ref(&lane), 10).is_empty());
+        lane.load([(0, 1), (0, 2)]);
+        assert!(has_claimable(std::slice::from_ref(&lane)));
+        assert_eq!(ids(&claim(std::slice::from_ref(&lane), 10)), vec![1, 2]);
+        assert!(!has_claimable(std::slice::from_ref(&lane)));
+        lane.load([(0, 3)]);
+        lane.finish_loading();
+        assert_eq!(ids(&claim(&[lane], 10)), vec![3, 50]);
+    }
+
+    #[test]
+    fn a_loading_lane_holds_back_less_urgent_lanes_only() {
+        let index = ReadyIndex::new();
+        let (a, b) = (index.lane("a"), index.lane("b"));
+        a.begin_loading();
+        a.load([(1, 1)]);
+        b.insert((0, 7)); // more urgent than anything a may still hold: free to go
+        b.insert((5, 8)); // a's unloaded keys (after (1, 1)) may come first: held back
+        let lanes = [a.clone(), b];
+        assert_eq!(ids(&claim(&lanes, 10)), vec![7, 1]);
+        a.load([(3, 4)]);
+        a.finish_loading();
+        assert_eq!(ids(&claim(&lanes, 10)), vec![4, 8]);
+        assert!(index.loading().is_empty());
     }
 
     #[test]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pyqueue._native import TimerSet
 from pyqueue.engine.dispatcher import Dispatcher
 from pyqueue.engine.memory import Memory
-from pyqueue.engine.recovery import rebuild
+from pyqueue.engine.rebuild import rebuild
+from pyqueue.engine.recovery import LAYOUT, READY_IN_RUN_ORDER
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
 from pyqueue.store.records import JobRecord, Status
@@ -34,6 +35,12 @@ class Report:
 
 def check(store: Store) -> Report:
     report = Report()
+    if store.get(Family.DATA, LAYOUT) != READY_IN_RUN_ORDER and next(store.scan(Family.DATA, *keys.job_range()), None):
+        report.problems.append(
+            "the store was written by an older version (ready jobs keyed by id): start the server "
+            "once, which rewrites those keys, then check again"
+        )
+        return report
     ready: dict[str, set[tuple[int, int]]] = defaultdict(set)
     scheduled: set[tuple[int, int]] = set()
     expiring: set[tuple[int, int]] = set()
@@ -46,7 +53,7 @@ def check(store: Store) -> Report:
         report.jobs += 1
         counts[record.status.label] += 1
         by_queue[record.queue][record.status.label] += 1
-        status_entries[keys.status_key(record.status, job_id)] = record.status_value()
+        status_entries[record.status_key()] = record.status_value()
         _expect_present(store, report, Family.DATA, keys.payload_key(job_id), f"job {job_id}: payload")
         _expect_present(
             store,

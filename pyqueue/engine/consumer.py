@@ -3,7 +3,7 @@
 Delivery is level-triggered: before the stream sleeps it looks at its queues itself, so a job that
 became ready while the stream was busy (sending, committing a claim) is never left waiting for
 the next event. While it sleeps, the dispatcher wakes it with a claim token, an ack frees credit,
-the rebuild finishes, or the heartbeat is due. No polling anywhere.
+the start-up rebuild opens delivery or loads more of a queue, or the heartbeat is due. No polling anywhere.
 
 Every answer (ack, fail, extend, start, release) names the attempt by its lease and is checked
 here first: an answer for an attempt this stream no longer holds, or a second answer for one
@@ -137,7 +137,7 @@ class Consumer:
         return []
 
     def _should_look(self) -> bool:
-        if self.credit <= 0 or not self.engine.rebuilt:
+        if self.credit <= 0 or not self.engine.delivering:
             self._tokens.clear()
             return False
         won = any(token.try_claim() for token in self._tokens)

@@ -5,6 +5,7 @@ counts the status index once. Readers on other threads see whole-number snapshot
 atomic under the GIL); a count may lag a commit by a moment, never drift.
 """
 
+import threading
 from collections import Counter
 
 from pyqueue.store.records import Status
@@ -15,8 +16,13 @@ Key = tuple[str, int]
 class Counts:
     def __init__(self) -> None:
         self._counts: Counter[Key] = Counter()
+        self._lock = threading.Lock()  # the writer and the start-up rebuild both apply deltas
 
     def apply(self, deltas: Counter[Key]) -> None:
+        with self._lock:
+            self._apply(deltas)
+
+    def _apply(self, deltas: Counter[Key]) -> None:
         for key, delta in deltas.items():
             if delta:
                 value = self._counts[key] + delta
@@ -26,7 +32,8 @@ class Counts:
                     del self._counts[key]
 
     def reset(self, counts: Counter[Key]) -> None:
-        self._counts = Counter(counts)
+        with self._lock:
+            self._counts = Counter(counts)
 
     def by_queue(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pyqueue.engine import query, ranges, recovery, requests
+from pyqueue import failpoints
+from pyqueue.engine import query, ranges, rebuild, recovery, requests
 from pyqueue.engine.alarm import AlarmClock, AlarmConfig
 from pyqueue.engine.committer import Committer
 from pyqueue.engine.consumer import Consumer
@@ -78,6 +79,7 @@ class Engine:
         self.dispatcher = Dispatcher()
         self.memory = Memory(self.dispatcher)
         self.ids = IdGenerator(config.shard)
+        self.delivering = False  # every lane's head is loaded: claims may start (rebuild.py)
         self.rebuilt = False
         self.stats: Counter[str] = Counter()
         self.services: list[AlarmClock] = [
@@ -99,6 +101,9 @@ class Engine:
 
         `services=False` leaves the timed services stopped, for tests that drive `run_once`."""
         loop = asyncio.get_running_loop()
+        rekeyed = recovery.rekey_ready(self.store)
+        if rekeyed:
+            log.info("rewrote %d ready index keys in run order (a store from an older version)", rekeyed)
         last = self.store.last_key(Family.DATA, *keys.job_range())
         self.ids.last = keys.id_suffix(last) if last else 0
         self._committer = Committer(
@@ -124,9 +129,24 @@ class Engine:
 
     async def _rebuild_memory(self) -> None:
         started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+
+        def announce(queue: str) -> None:
+            loop.call_soon_threadsafe(self.dispatcher.announce, (queue,))
+
         try:
-            entries = await self._submit(requests.Snapshot(self.memory))
-            ready, scheduled = await asyncio.to_thread(recovery.rebuild, self.store, self.memory, entries)
+            taken: rebuild.Snapshot = await self._submit(requests.Snapshot(self.memory))
+            loading = await asyncio.to_thread(rebuild.load_heads, self.store, self.memory)
+            self.delivering = True
+            self.dispatcher.wake_all()
+            log.info(
+                "delivering after %.3fs; loading the ready jobs of %d queues behind",
+                time.perf_counter() - started,
+                len(loading),
+            )
+            await asyncio.to_thread(failpoints.wait, "rebuild")
+            ready = await asyncio.to_thread(rebuild.load_ready, self.memory, taken.ready, announce)
+            scheduled = await asyncio.to_thread(rebuild.load_others, self.memory, taken.others)
         except Exception as exc:
             # Without its in-memory sets the server can never deliver: stop rather than hang.
             log.critical("rebuilding the in-memory sets failed", exc_info=exc)

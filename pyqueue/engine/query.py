@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pyqueue.engine.counts import Counts
 from pyqueue.engine.errors import InvalidArgument
 from pyqueue.engine.model import JobView
+from pyqueue.engine.rebuild import ready_queues
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
 from pyqueue.store.records import JobRecord, Status
@@ -76,6 +77,16 @@ def _range_ids(
         else:
             return iter(())
     return (keys.id_suffix(k) for k, _ in store.scan(family, lo, hi, reverse=descending))
+
+
+def _status_ids(store: Store, status: int, after: int | None, descending: bool) -> Iterator[int]:
+    if status != Status.READY:
+        return _range_ids(store, Family.INDEX, keys.status_prefix(status), after, descending)
+    # Ready keys run in (queue, priority, id) order, not by id: merge each queue's range instead.
+    return _union(
+        [_range_ids(store, Family.INDEX, keys.queue_prefix(q, status), after, descending) for q in ready_queues(store)],
+        descending,
+    )
 
 
 def _union(streams: list[Iterator[int]], descending: bool) -> Iterator[int]:
@@ -147,15 +158,7 @@ def candidates(store: Store, f: JobFilter, after: int | None, descending: bool) 
             )
         )
     elif f.statuses:
-        streams.append(
-            _union(
-                [
-                    _range_ids(store, Family.INDEX, keys.status_prefix(s), after, descending)
-                    for s in set(f.statuses)
-                ],
-                descending,
-            )
-        )
+        streams.append(_union([_status_ids(store, s, after, descending) for s in set(f.statuses)], descending))
     if f.types:
         streams.append(
             _union(

@@ -87,7 +87,7 @@ class BatchView:
         put = self.batch.put
         put(Family.DATA, keys.job_key(record.id), record.encode())
         put(Family.DATA, keys.payload_key(record.id), payload)
-        put(Family.INDEX, keys.status_key(record.status, record.id), record.status_value())
+        put(Family.INDEX, record.status_key(), record.status_value())
         put(Family.INDEX, keys.queue_key(record.queue, record.status, record.id), b"")
         put(Family.INDEX, keys.type_key(record.type, record.id), b"")
         if record.unique_key:
@@ -100,11 +100,12 @@ class BatchView:
         """Write `record`, changed in place since `before = indexed(record)`, moving its index entries."""
         record.updated_ms = self.now_ms
         self.batch.put(Family.DATA, keys.job_key(record.id), record.encode())
-        old_status, _, _, old_queue = before
+        old_status, old_priority, _, old_queue = before
         if before != indexed(record):
-            if old_status != record.status:
-                self.batch.delete(Family.INDEX, keys.status_key(old_status, record.id))
-            self.batch.put(Family.INDEX, keys.status_key(record.status, record.id), record.status_value())
+            old_key, new_key = keys.status_key(old_status, record.id, old_queue, old_priority), record.status_key()
+            if old_key != new_key:
+                self.batch.delete(Family.INDEX, old_key)
+            self.batch.put(Family.INDEX, new_key, record.status_value())
         if (old_queue, old_status) != (record.queue, record.status):
             self.batch.delete(Family.INDEX, keys.queue_key(old_queue, old_status, record.id))
             self.batch.put(Family.INDEX, keys.queue_key(record.queue, record.status, record.id), b"")
@@ -120,7 +121,7 @@ class BatchView:
         if record.errors:
             for attempt in range(1, record.attempts + 1):
                 delete(Family.DATA, keys.error_key(record.id, attempt))
-        delete(Family.INDEX, keys.status_key(record.status, record.id))
+        delete(Family.INDEX, record.status_key())
         delete(Family.INDEX, keys.queue_key(record.queue, record.status, record.id))
         delete(Family.INDEX, keys.type_key(record.type, record.id))
         if record.unique_key and self.unique_holder(record.unique_key) == record.id:

@@ -5,6 +5,8 @@ data family (point reads, bloom filters):
     E id attempt    -> error record          M name -> server metadata
 index family (range scans):
     S status id     -> priority, timer, queue (what the start-up rebuild needs, without a read)
+    S ready len queue priority id -> the same, for ready jobs: keyed in the order they run, so the
+                       start-up loads each queue's most urgent jobs first and serves while it loads
     Q len queue status id -> ""              T len type id -> ""
     U unique key    -> job id (the job that holds the key; checked against its status)
 
@@ -24,6 +26,8 @@ TYPE = b"T"
 UNIQUE = b"U"
 
 _ID = struct.Struct(">Q")
+_PRIORITY_ID = struct.Struct(">HQ")
+READY_STATUS = 2  # records.Status.READY (the codec sits below the records)
 _ID_ATTEMPT = struct.Struct(">QI")
 ID_BYTES = 8
 
@@ -48,12 +52,36 @@ def meta_key(name: str) -> bytes:
     return META + name.encode()
 
 
-def status_key(status: int, job_id: int) -> bytes:
+def status_key(status: int, job_id: int, queue: str, priority: int) -> bytes:
+    if status == READY_STATUS:
+        return ready_prefix(queue) + _PRIORITY_ID.pack(priority, job_id)
     return STATUS + bytes((status,)) + _ID.pack(job_id)
 
 
 def status_range(status: int) -> tuple[bytes, bytes]:
     return STATUS + bytes((status,)), STATUS + bytes((status + 1,))
+
+
+def ready_prefix(queue: str) -> bytes:
+    """One queue's ready jobs, in the order they run."""
+    return STATUS + bytes((READY_STATUS,)) + _name(b"", queue)
+
+
+def after_ready_queue(queue: str) -> bytes:
+    """The first key past every ready key of `queue` (the next queue's range starts beyond it)."""
+    return ready_prefix(queue) + b"\xff" * (_PRIORITY_ID.size + 1)
+
+
+def split_ready_key(key: bytes) -> tuple[str, int, int]:
+    """(queue, priority, id) of a ready key."""
+    end = 3 + key[2]
+    priority, job_id = _PRIORITY_ID.unpack_from(key, end)
+    return key[3:end].decode(), priority, job_id
+
+
+def is_old_ready_key(key: bytes) -> bool:
+    """A ready key written by a version that keyed ready jobs by id alone (S ready id)."""
+    return len(key) == 2 + ID_BYTES
 
 
 def _name(tag: bytes, name: str) -> bytes:

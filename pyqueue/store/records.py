@@ -16,6 +16,8 @@ import enum
 import struct
 from dataclasses import dataclass
 
+from pyqueue.store import keys
+
 VERSION = 1
 _HEAD = struct.Struct(">BBHHhHHIIqqqq")
 _STATUS_VALUE = struct.Struct(">Hq")
@@ -182,6 +184,9 @@ class JobRecord:
         """The time that matters in this status: when a scheduled job is due, when an in-flight
         lease runs out, when a completed or dead job is purged (0: none)."""
         return self.run_at_ms if self.status == Status.SCHEDULED else self.expires_ms
+
+    def status_key(self) -> bytes:
+        return keys.status_key(self.status, self.id, self.queue, self.priority)
 
     def status_value(self) -> bytes:
         """The status index entry's value: enough to rebuild the in-memory sets without a read."""

@@ -58,7 +58,25 @@ def test_keys_sort_by_id_and_names_do_not_run_into_each_other() -> None:
     assert not keys.queue_key("mailer", Status.DEAD, 1).startswith(prefix)
     assert not keys.queue_key("mail", Status.READY, 1).startswith(prefix)
     lo, hi = keys.status_range(Status.READY)
-    assert lo <= keys.status_key(Status.READY, 5) < hi
-    assert not lo <= keys.status_key(Status.IN_FLIGHT, 5) < hi
+    assert lo <= keys.status_key(Status.READY, 5, "mail", 3) < hi
+    assert not lo <= keys.status_key(Status.IN_FLIGHT, 5, "mail", 3) < hi
     assert keys.id_suffix(keys.type_key("t", 12345)) == 12345
     assert keys.error_key(1, 2) < keys.error_key(1, 10) < keys.error_range(1)[1]
+
+
+def test_ready_keys_sort_in_run_order_queue_by_queue() -> None:
+    ready = [
+        keys.status_key(Status.READY, job_id, queue, priority)
+        for queue, priority, job_id in [("mail", 1, 9), ("mail", 0, 20), ("mailer", 0, 1), ("mail", 1, 3)]
+    ]
+    assert [keys.split_ready_key(k) for k in sorted(ready)] == [
+        ("mail", 0, 20),
+        ("mail", 1, 3),
+        ("mail", 1, 9),
+        ("mailer", 0, 1),
+    ]
+    assert keys.ready_prefix("mail") < keys.status_key(Status.READY, 0, "mail", 0)
+    assert keys.status_key(Status.READY, 7, "mail", 2**16 - 1) < keys.after_ready_queue("mail")
+    assert keys.after_ready_queue("mail") < keys.status_key(Status.READY, 1, "mailer", 0)
+    assert keys.id_suffix(keys.status_key(Status.READY, 77, "mail", 4)) == 77
+    assert not keys.is_old_ready_key(keys.status_key(Status.READY, 77, "m", 4))

@@ -3,7 +3,7 @@
 from collections import Counter
 from collections.abc import Sequence
 
-from pyqueue.engine import recovery
+from pyqueue.engine import rebuild
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.requests.base import Request, Transitions, write_error
 from pyqueue.engine.retry import JobOptions, RetryPolicy
@@ -104,4 +104,4 @@ class Snapshot(Request):
 
     def apply(self, view: BatchView) -> None:
         self.memory.counts.reset(Counter())
-        self.result = recovery.status_entries(view.store)
+        self.result = rebuild.snapshot(view.store)
