@@ -111,7 +111,11 @@ def main() -> None:
         oldest = int(filled.stdout.split()[-1])
         fill_s = time.perf_counter() - began
         server = ServerProcess(data)
-        results: dict[str, object] = {"jobs": args.jobs, "payload_bytes": args.payload, "fill_s": round(fill_s, 1)}
+        results: dict[str, object] = {
+            "jobs": args.jobs,
+            "payload_bytes": args.payload,
+            "fill_s": round(fill_s, 1),
+        }
 
         # A clean restart (the fill stopped its engine cleanly).
         clean, client, stream = start(server)

@@ -60,6 +60,8 @@ class ServerProcess:
         self.data_dir = data_dir
         # One process unless a test asks for shards (the product's default is one per CPU).
         self.args = list(args) if "--shards" in args else ["--shards", "1", *args]
+        if "--http-listen" not in self.args:  # the default port would clash between test servers
+            self.args += ["--http-listen", "127.0.0.1:0"]
         self.env = env or {}
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
@@ -106,6 +108,12 @@ class ServerProcess:
         assert match, line
         self.port = int(match.group(2))
         return self
+
+    @property
+    def http_address(self) -> str:
+        """Where /metrics and /healthz are served (the server logs it once listening)."""
+        line = self.wait_for("http listening on")
+        return line.split("http listening on ", 1)[1].split()[0]
 
     def wait_for(self, text: str, timeout: float = 30.0) -> str:
         """Block until the server logs a line containing `text` (a signal, not a sleep)."""

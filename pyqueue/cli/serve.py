@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from pyqueue.cli.logs import log_options, setup_logging
+from pyqueue.server.config import DEFAULT_HTTP_LISTEN
 
 
 @click.command()
@@ -126,6 +127,12 @@ from pyqueue.cli.logs import log_options, setup_logging
     show_default=True,
     help="Seconds between summary lines (enqueued, completed, failed, ready, in flight, workers, fsyncs/s; 0: none).",
 )
+@click.option(
+    "--http-listen",
+    default=DEFAULT_HTTP_LISTEN,
+    show_default=True,
+    help="HOST:PORT for the HTTP port: Prometheus /metrics and /healthz ('' turns it off).",
+)
 @log_options
 def serve(
     data_dir: Path,
@@ -151,6 +158,7 @@ def serve(
     shard_count: int,
     topology_file: Path | None,
     summary_every: float,
+    http_listen: str,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -165,7 +173,7 @@ def serve(
 
     connections = max_connections or connection_cap(raise_limit())
     if shards > 1 and shard_count == 1:
-        _supervise(data_dir, listen, shards, shard_args(sys.argv), worker_timeout_s, connections)
+        _supervise(data_dir, listen, shards, shard_args(sys.argv), worker_timeout_s, connections, http_listen)
         return
     layout = data_dir / "cluster.json"
     if shard_count == 1 and layout.exists():
@@ -199,6 +207,7 @@ def serve(
             shard_count=shard_count,
             topology_file=topology_file,
             summary_s=summary_every,
+            http_listen=http_listen,
             retry=RetryPolicy(
                 max_retries=max_retries,
                 base_s=backoff[0],
@@ -212,7 +221,7 @@ def serve(
     )
 
 
-_OWN = {"--data-dir", "--listen", "--shards"}
+_OWN = {"--data-dir", "--listen", "--shards", "--http-listen"}
 
 
 def shard_args(argv: list[str]) -> list[str]:
@@ -232,7 +241,13 @@ def shard_args(argv: list[str]) -> list[str]:
 
 
 def _supervise(
-    data_dir: Path, listen: str, shards: int, args: list[str], worker_timeout_s: float, max_connections: int
+    data_dir: Path,
+    listen: str,
+    shards: int,
+    args: list[str],
+    worker_timeout_s: float,
+    max_connections: int,
+    http_listen: str,
 ) -> None:
     import asyncio
 
@@ -242,6 +257,6 @@ def _supervise(
 
     options = ServerConfig(worker_timeout_s=worker_timeout_s, max_connections=max_connections).grpc_options()
     try:
-        asyncio.run(supervise(data_dir, listen, shards, args, 10.0, options))
+        asyncio.run(supervise(data_dir, listen, shards, args, 10.0, options, http_listen))
     except MetadataError as exc:
         raise SystemExit(f"pyqueue serve: {exc}") from None

@@ -15,7 +15,7 @@ import grpc.aio
 
 from pyqueue.client.identity import identity
 from pyqueue.client.job import STATUS_NAMES, Job
-from pyqueue.client.outbox import CLOSE, Acked, Started, drain
+from pyqueue.client.outbox import CLOSE, DRAINED, Acked, Started, drain
 from pyqueue.client.per_shard import PerShard
 from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
@@ -37,10 +37,13 @@ class AsyncTakeStream:
         self._fails: dict[int, asyncio.Future[str]] = {}
         self._error: PyQueueError | None = None
         self._closed = False
+        self._stopping = False  # the server is stopping: start nothing more
         self._stale_after_s = stale_after_s
         self.last_heard = time.monotonic()
         subscribe = pb.TakeRequest(
-            subscribe=pb.Subscribe(queues=queues, prefetch=prefetch, reports_starts=True, worker=identity())
+            subscribe=pb.Subscribe(
+                queues=queues, prefetch=prefetch, reports_starts=True, worker=identity(), drains=True
+            )
         )
         # grpc's stubs type only the sync call; the aio stub takes and gives async iterators.
         self._call: Any = stub.Take(self._requests(subscribe))  # type: ignore[arg-type]
@@ -80,6 +83,9 @@ class AsyncTakeStream:
                         )
                     for r in response.fail_result.rejected:
                         _reject(self._fails.pop(r.id, None), from_code_name(r.code, r.message))
+                elif kind == "stopping":
+                    self._stopping = True  # one event loop: no start can slip in between
+                    self._outbox.put_nowait(DRAINED)
         except grpc.aio.AioRpcError as exc:
             if not self._closed:
                 self._error = from_rpc_error(exc)
@@ -153,13 +159,16 @@ class AsyncTakeStream:
         self._check_open()
         self._outbox.put_nowait(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
 
-    async def _start_all(self, jobs: list[Job], confirm: bool) -> None:
+    async def _start_all(self, jobs: list[Job], confirm: bool) -> list[Job]:
         """Tell the server these jobs start; with `confirm`, return once that is on the wire;
-        raises if the stream died first (the job was not started: it must not run)."""
+        raises if the stream died first (the job was not started: it must not run). Returns the
+        jobs started: none once the server is stopping (they go back to the queue, and must not run)."""
+        if self._stopping:
+            return []
         if not confirm:
             for job in jobs:
                 self._outbox.put_nowait(Started(job.id, job.lease, _nothing))
-            return
+            return jobs
         sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         left = [len(jobs)]
 
@@ -173,6 +182,7 @@ class AsyncTakeStream:
         await asyncio.wait({sent, self._reader}, return_when=asyncio.FIRST_COMPLETED)
         if not sent.done():  # the stream died first: the jobs were not started and must not run
             raise self._error or Unavailable("the take stream ended before the jobs could start")
+        return jobs
 
     async def next(self, timeout: float | None = None, *, confirm_start: bool = False) -> Job | None:
         """The next job, or None after `timeout` seconds without one. Raises when the stream died.
@@ -186,18 +196,23 @@ class AsyncTakeStream:
     ) -> list[Job]:
         """The next job and up to `most - 1` more already here, started together (one message); []
         after `timeout` seconds without one. A worker with several free slots takes this way."""
-        first = await self._take(timeout)
-        if first is None:
-            return []
-        jobs = [first]
-        while len(jobs) < most and not self._jobs.empty():
-            job = self._jobs.get_nowait()
-            if job is None:
-                self._jobs.put_nowait(None)  # the end stays visible to the next call
-                break
-            jobs.append(job)
-        await self._start_all(jobs, confirm_start)
-        return jobs
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            first = await self._take(left)
+            if first is None:
+                return []
+            jobs = [first]
+            while len(jobs) < most and not self._jobs.empty():
+                job = self._jobs.get_nowait()
+                if job is None:
+                    self._jobs.put_nowait(None)  # the end stays visible to the next call
+                    break
+                jobs.append(job)
+            started = await self._start_all(jobs, confirm_start)
+            if started:
+                return started
+            # Jobs of a stream whose server is stopping: not to run; wait for the next or the end.
 
     async def _take(self, timeout: float | None) -> Job | None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -221,6 +236,13 @@ class AsyncTakeStream:
                     raise failure
                 return None
             return job
+
+    @property
+    def server_stopping(self) -> bool:
+        """The server said it is stopping: no job comes any more, and the jobs delivered here and
+        not yet taken will not be (they go back to the queue); the stream ends once the jobs
+        already taken are answered, or after a few seconds."""
+        return self._stopping
 
     def _check_alive(self) -> None:
         if time.monotonic() - self.last_heard > self._stale_after_s:

@@ -15,6 +15,10 @@ from pyqueue.v1 import queue_pb2 as pb
 CLOSE = object()
 """Queued last by `close()`: send what is left, then half-close the stream."""
 
+DRAINED = object()
+"""Queued when the server says it is stopping, after which no start is queued: the server learns
+that every start of this worker has reached it."""
+
 
 class Acked(NamedTuple):
     job_id: int
@@ -55,6 +59,7 @@ def drain(items: list[Any]) -> Drained:
         (first if n == 0 else _more(out)).release.CopyFrom(release)
     closing = any(i is CLOSE for i in items)
     first.closing = closing  # the server then knows the half-close is on purpose
+    first.drained = any(i is DRAINED for i in items)
     if first.ByteSize() == 0:
         out.pop(0)
     return Drained(out, [s.sent for s in starts], closing)

@@ -39,16 +39,21 @@ class PerShard(Generic[S]):
     def release(self, job: Job, delay_ms: int = 0) -> None:
         self._owner(job.id).release(job, delay_ms)
 
-    def _start(self, job: Job, confirm: bool) -> Any:
-        return self._owner(job.id)._start(job, confirm)
+    def _start(self, job: Job, confirm: bool) -> bool:
+        return bool(self._owner(job.id)._start(job, confirm))
 
-    async def _start_all(self, jobs: list[Job], confirm: bool) -> None:
+    async def _start_all(self, jobs: list[Job], confirm: bool) -> list[Job]:
         by_shard: dict[int, list[Job]] = {}
         for job in jobs:
             by_shard.setdefault(shard_of_job(job.id), []).append(job)
-        await asyncio.gather(
+        started = await asyncio.gather(
             *(self._owner(group[0].id)._start_all(group, confirm) for group in by_shard.values())
         )
+        return [job for group in started for job in group]
+
+    @property
+    def server_stopping(self) -> bool:
+        return any(stream._stopping for stream in self._by_shard.values())  # type: ignore[attr-defined]
 
     def _check_alive(self) -> None:
         for stream in self._by_shard.values():

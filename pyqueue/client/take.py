@@ -16,7 +16,7 @@ import grpc
 
 from pyqueue.client.identity import identity
 from pyqueue.client.job import STATUS_NAMES, Job
-from pyqueue.client.outbox import CLOSE, Acked, Started, drain
+from pyqueue.client.outbox import CLOSE, DRAINED, Acked, Started, drain
 from pyqueue.client.per_shard import PerShard
 from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
@@ -43,10 +43,13 @@ class TakeStream:
         self._lock = threading.Lock()
         self._error: PyQueueError | None = None
         self._closed = False
+        self._stopping = False  # the server is stopping: start nothing more
         self._stale_after_s = stale_after_s
         self.last_heard = time.monotonic()
         subscribe = pb.TakeRequest(
-            subscribe=pb.Subscribe(queues=queues, prefetch=prefetch, reports_starts=True, worker=identity())
+            subscribe=pb.Subscribe(
+                queues=queues, prefetch=prefetch, reports_starts=True, worker=identity(), drains=True
+            )
         )
         self._call = stub.Take(self._requests(subscribe))
         self._reader = threading.Thread(target=self._read, name="pyqueue-take-reader", daemon=True)
@@ -93,18 +96,22 @@ class TakeStream:
         self._check_open()
         self._outbox.put(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
 
-    def _start(self, job: Job, confirm: bool) -> None:
+    def _start(self, job: Job, confirm: bool) -> bool:
         """Tell the server the job starts; with `confirm`, return once that is on the wire;
-        raises if the stream died first (the job was not started: it must not run)."""
-        if not confirm:
-            self._outbox.put(Started(job.id, job.lease, _nothing))
-            return
+        raises if the stream died first (the job was not started: it must not run). False once
+        the server is stopping: the job was not started, must not run, and goes back to the queue."""
         sent = threading.Event()
-        self._outbox.put(Started(job.id, job.lease, sent.set))
+        with self._lock:  # against the reader's `drained`: no start may be queued after it
+            if self._stopping:
+                return False
+            self._outbox.put(Started(job.id, job.lease, sent.set if confirm else _nothing))
+        if not confirm:
+            return True
         while not sent.wait(0.5) and self._error is None and self._reader.is_alive():
             pass
         if not sent.is_set():  # the stream died first: the job was not started and must not run
             raise self._error or Unavailable("the take stream ended before the job could start")
+        return True
 
     def fail(
         self,
@@ -159,6 +166,10 @@ class TakeStream:
                         if future is not None:
                             future.set_result(STATUS_NAMES.get(_status_of(response, job_id), "unknown"))
                     self._settle(self._fails, [], response.fail_result.rejected, None)
+                elif kind == "stopping":
+                    with self._lock:
+                        self._stopping = True
+                        self._outbox.put(DRAINED)
         except grpc.RpcError as exc:
             if not self._closed:
                 self._error = from_rpc_error(exc)
@@ -217,8 +228,15 @@ class TakeStream:
                     raise failure
                 return None
             job: Job = item
-            self._start(job, confirm_start)
-            return job
+            if self._start(job, confirm_start):
+                return job
+
+    @property
+    def server_stopping(self) -> bool:
+        """The server said it is stopping: no job comes any more, and the jobs delivered here and
+        not yet taken will not be (they go back to the queue); the stream ends once the jobs
+        already taken are answered, or after a few seconds."""
+        return self._stopping
 
     def _check_alive(self) -> None:
         if time.monotonic() - self.last_heard > self._stale_after_s:

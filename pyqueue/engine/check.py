@@ -35,7 +35,9 @@ class Report:
 
 def check(store: Store) -> Report:
     report = Report()
-    if store.get(Family.DATA, LAYOUT) != READY_IN_RUN_ORDER and next(store.scan(Family.DATA, *keys.job_range()), None):
+    if store.get(Family.DATA, LAYOUT) != READY_IN_RUN_ORDER and next(
+        store.scan(Family.DATA, *keys.job_range()), None
+    ):
         report.problems.append(
             "the store was written by an older version (ready jobs keyed by id): start the server "
             "once, which rewrites those keys, then check again"

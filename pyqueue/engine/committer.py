@@ -16,6 +16,7 @@ dirty pages, so a retry could "succeed" over lost data.
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -24,6 +25,7 @@ from pyqueue._native import Coalescer
 from pyqueue.engine.counts import Counts
 from pyqueue.engine.errors import EngineError, Internal, Unavailable
 from pyqueue.engine.model import Clock
+from pyqueue.engine.telemetry import Telemetry
 from pyqueue.engine.view import BatchView, InFlightCache
 from pyqueue.store.contract import Store, StoreFullError
 
@@ -61,6 +63,7 @@ class Committer:
         on_fatal: Callable[[BaseException], None],
         max_batch: int = 4096,
         counts: Counts | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -72,6 +75,7 @@ class Committer:
         self._syncing = Coalescer()
         self._threads: list[threading.Thread] = []
         self._cache = InFlightCache(counts)  # touched only by the writer thread
+        self._telemetry = telemetry or Telemetry()
         self.commits = 0
         self.syncs = 0
 
@@ -131,6 +135,7 @@ class Committer:
                 self._on_fatal(exc)
                 raise
             view.publish()
+            self._telemetry.publish(view.events, view.waits, view.jobs_changed)
         self.commits += 1
         waiting = [r for r in requests if r.needs_sync and r.error is None] if self._durable else []
         now = [r for r in requests if not (r.needs_sync and r.error is None)] if waiting else requests
@@ -179,7 +184,9 @@ class Committer:
                 continue
             try:
                 failpoints.fail("sync_error")
+                started = time.perf_counter()
                 self._store.sync()
+                self._telemetry.fsync_seconds.observe(time.perf_counter() - started)
             except BaseException as exc:
                 log.critical("fsync failed; stopping without acknowledging anything more: %s", exc)
                 self._on_fatal(exc)

@@ -42,9 +42,10 @@ from pyqueue.engine.purger import Purger
 from pyqueue.engine.reaper import Reaper
 from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.scheduler import Scheduler
+from pyqueue.engine.telemetry import Telemetry
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
-from pyqueue.store.records import JobRecord
+from pyqueue.store.records import JobRecord, Status
 
 T = TypeVar("T")
 SLICE = 500  # jobs per write for acks, fails and bulk changes (see `_in_chunks`)
@@ -82,6 +83,7 @@ class Engine:
         self.delivering = False  # every lane's head is loaded: claims may start (rebuild.py)
         self.rebuilt = False
         self.stats: Counter[str] = Counter()
+        self.telemetry = Telemetry()
         self.services: list[AlarmClock] = [
             Scheduler(self.memory.scheduled, self.promote, clock, config.alarms),
             Reaper(self.memory.deadlines, self.time_out, clock, config.alarms),
@@ -113,6 +115,7 @@ class Engine:
             post=loop.call_soon_threadsafe,
             on_fatal=self.config.on_fatal,
             counts=self.memory.counts,
+            telemetry=self.telemetry,
         )
         self._committer.start()
         stale = recovery.in_flight_ids(self.store)
@@ -252,7 +255,9 @@ class Engine:
         """Returns (id, duplicate) per job: a duplicate unique job is the existing one."""
         self.check_batch(len(jobs))
         self.disk.check()
+        started = time.perf_counter()
         created: list[tuple[int, bool]] = await self._submit(requests.Enqueue(jobs, self.ids, self.memory))
+        self.telemetry.enqueue_seconds.observe(time.perf_counter() - started)
         self.stats["enqueued"] += sum(1 for _, duplicate in created if not duplicate)
         return created
 
@@ -288,6 +293,15 @@ class Engine:
     async def count_jobs(self, f: query.JobFilter) -> int:
         self.check_filter(f)
         return await asyncio.to_thread(query.count_jobs, self.store, self.memory.counts, f)
+
+    def oldest_ready_ms(self, queue: str) -> int | None:
+        """When the queue's oldest ready job (by creation) became ready; None if none is."""
+        lo = keys.queue_prefix(queue, Status.READY)
+        first = next(self.store.scan(Family.INDEX, lo, lo + b"\xff" * 9), None)
+        if first is None:
+            return None
+        raw = self.store.get(Family.DATA, keys.job_key(keys.id_suffix(first[0])))
+        return JobRecord.decode(keys.id_suffix(first[0]), raw).updated_ms if raw else None
 
     def queues(self) -> list[tuple[str, bool, dict[str, int]]]:
         counts = self.memory.counts.by_queue()

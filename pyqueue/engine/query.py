@@ -84,7 +84,10 @@ def _status_ids(store: Store, status: int, after: int | None, descending: bool) 
         return _range_ids(store, Family.INDEX, keys.status_prefix(status), after, descending)
     # Ready keys run in (queue, priority, id) order, not by id: merge each queue's range instead.
     return _union(
-        [_range_ids(store, Family.INDEX, keys.queue_prefix(q, status), after, descending) for q in ready_queues(store)],
+        [
+            _range_ids(store, Family.INDEX, keys.queue_prefix(q, status), after, descending)
+            for q in ready_queues(store)
+        ],
         descending,
     )
 
@@ -158,7 +161,9 @@ def candidates(store: Store, f: JobFilter, after: int | None, descending: bool) 
             )
         )
     elif f.statuses:
-        streams.append(_union([_status_ids(store, s, after, descending) for s in set(f.statuses)], descending))
+        streams.append(
+            _union([_status_ids(store, s, after, descending) for s in set(f.statuses)], descending)
+        )
     if f.types:
         streams.append(
             _union(

@@ -50,7 +50,10 @@ def snapshot(store: Store) -> Snapshot:
     ready_lo, ready_hi = keys.status_range(Status.READY)
     return Snapshot(
         ready=_opened(store, ready_lo, ready_hi),
-        others=[_opened(store, keys.STATUS, ready_lo), _opened(store, ready_hi, bytes((keys.STATUS[0] + 1,)))],
+        others=[
+            _opened(store, keys.STATUS, ready_lo),
+            _opened(store, ready_hi, bytes((keys.STATUS[0] + 1,))),
+        ],
     )
 
 

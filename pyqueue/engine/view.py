@@ -58,6 +58,9 @@ class BatchView:
         self._payloads: dict[int, bytes | None] = {}
         self._unique: dict[str, int | None] = {}
         self._counts: Counter[tuple[str, int]] = Counter()
+        # For metrics (telemetry.py): (event, queue) counts and ready-to-delivered waits.
+        self.events: Counter[tuple[str, str]] = Counter()
+        self.waits: dict[str, list[float]] = {}
 
     def records(self, job_ids: Sequence[int]) -> list[JobRecord | None]:
         seen, cached = self._seen, self._cache.records
@@ -95,6 +98,7 @@ class BatchView:
         self._seen[record.id] = self._changed[record.id] = record
         self._payloads[record.id] = payload
         self._counts[record.queue, record.status] += 1
+        self.events["enqueued", record.queue] += 1
 
     def save(self, record: JobRecord, before: Indexed) -> None:
         """Write `record`, changed in place since `before = indexed(record)`, moving its index entries."""
@@ -102,7 +106,10 @@ class BatchView:
         self.batch.put(Family.DATA, keys.job_key(record.id), record.encode())
         old_status, old_priority, _, old_queue = before
         if before != indexed(record):
-            old_key, new_key = keys.status_key(old_status, record.id, old_queue, old_priority), record.status_key()
+            old_key, new_key = (
+                keys.status_key(old_status, record.id, old_queue, old_priority),
+                record.status_key(),
+            )
             if old_key != new_key:
                 self.batch.delete(Family.INDEX, old_key)
             self.batch.put(Family.INDEX, new_key, record.status_value())
@@ -145,6 +152,10 @@ class BatchView:
     def set_unique(self, key: str, job_id: int) -> None:
         self.batch.put(Family.INDEX, keys.unique_key(key), job_id.to_bytes(8, "big"))
         self._unique[key] = job_id
+
+    @property
+    def jobs_changed(self) -> int:
+        return len(self._changed)
 
     def publish(self) -> None:
         """After the batch is written: the writer's cache and the counts take this batch's changes."""

@@ -22,6 +22,7 @@ from pyqueue.engine import Engine, EngineConfig
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.descriptors import raise_limit, rocksdb_share
 from pyqueue.server.handlers import add_queue_service
+from pyqueue.server.http import HttpEndpoint
 from pyqueue.server.service import QueueService
 from pyqueue.server.summary import Summaries
 from pyqueue.store import RocksStore, StoreDamagedError
@@ -95,8 +96,14 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     shard = f"shard {config.shard_index}: " if config.shard_count > 1 else ""
     summaries = Summaries(engine, lambda: len(service.streams), config.summary_s, shard)
     summaries.start()
+    http = None
+    if config.http_listen:
+        http = HttpEndpoint(config.http_listen, loop, service.metrics_text, lambda: not stop.is_set())
+        http.start()
 
     await stop.wait()
+    if http is not None:
+        http.stop()
     await summaries.stop()
     log.info("shutting down: finishing calls in hand")
     await health_service.enter_graceful_shutdown()

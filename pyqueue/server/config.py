@@ -8,6 +8,7 @@ from pyqueue.engine.retry import RetryPolicy
 
 DEFAULT_LISTEN = "127.0.0.1:7411"
 DEFAULT_DATA_DIR = "./pyqueue-data"
+DEFAULT_HTTP_LISTEN = "127.0.0.1:7412"
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class ServerConfig:
     worker_timeout_s: float = 15.0  # a silent worker host is declared gone within this
     shutdown_grace_s: float = 10.0
     summary_s: float = 60.0  # one INFO summary line this often (0: never)
+    http_listen: str = ""  # HOST:PORT for /metrics and /healthz ('': none; the CLI defaults it)
     max_message_bytes: int = 64 << 20
     max_connections: int = 10_000  # past it grpc refuses new connections before any handshake
     min_free_bytes: int = 128 << 20

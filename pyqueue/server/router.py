@@ -17,6 +17,7 @@ import grpc
 import grpc.aio
 
 from pyqueue.cluster import Topology, shard_of_job
+from pyqueue.server import metrics
 from pyqueue.server.convert import enqueue_refusal
 from pyqueue.server.status import EOF, AnsweringStream, Context, answer_each, answered
 from pyqueue.v1 import queue_pb2 as pb
@@ -195,6 +196,17 @@ class Router(pb_grpc.QueueServicer):
         return pb.ListWorkersResponse(
             workers=sorted((w for a in answers for w in a.workers), key=lambda w: w.connected_at_ms)
         )
+
+    @answered
+    async def Metrics(self, request: pb.MetricsRequest, context: Context) -> pb.MetricsResponse:
+        return pb.MetricsResponse(text=(await self.metrics_text()).decode())
+
+    async def metrics_text(self) -> bytes:
+        """Every shard's metrics, added up into the server's one view."""
+        answers = await asyncio.gather(
+            *(stub.Metrics(pb.MetricsRequest(), timeout=10) for stub in self.stubs[: self.topology.shards])
+        )
+        return metrics.render(metrics.merge(a.text for a in answers))
 
     @answered
     async def UpdateJobs(self, request: pb.UpdateJobsRequest, context: Context) -> pb.ChangeResponse:

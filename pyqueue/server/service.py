@@ -6,6 +6,7 @@ from pyqueue.cluster import Topology, slot_of
 from pyqueue.cluster.metadata import MetadataError, read_json
 from pyqueue.engine import Engine, EngineError, FailedPrecondition
 from pyqueue.engine.model import NewJob
+from pyqueue.server import metrics
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import (
     change_response,
@@ -194,6 +195,18 @@ class QueueService(pb_grpc.QueueServicer):
         shard = self.config.shard_index
         streams = sorted(self.streams, key=lambda s: s.connected_at_ms)
         return pb.ListWorkersResponse(workers=[s.describe(shard) for s in streams if s.consumer is not None])
+
+    @answered
+    async def Metrics(self, request: pb.MetricsRequest, context: Context) -> pb.MetricsResponse:
+        return pb.MetricsResponse(text=(await self.metrics_text()).decode())
+
+    async def metrics_text(self) -> bytes:
+        workers: dict[str, int] = {}
+        for stream in tuple(self.streams):
+            if stream.consumer is not None:
+                for queue in stream.consumer.queues:
+                    workers[queue] = workers.get(queue, 0) + 1
+        return metrics.render(metrics.shard_families(self.engine, workers))
 
     def end_streams(self) -> None:
         for stream in tuple(self.streams):

@@ -26,6 +26,7 @@ from typing import TextIO
 from pyqueue.cluster import SLOTS, Topology
 from pyqueue.cluster.metadata import MetadataError, read_json, write_json
 from pyqueue.server.app import start_grpc
+from pyqueue.server.http import HttpEndpoint
 from pyqueue.server.router import Router
 
 log = logging.getLogger("pyqueue.supervisor")
@@ -80,6 +81,8 @@ class ShardProcess:
                 str(self.count),
                 "--topology-file",
                 str(self.topology_file),
+                "--http-listen",
+                "",  # the supervisor serves HTTP for the whole server
                 *self.args,
             ],
             stdin=subprocess.PIPE,
@@ -181,6 +184,7 @@ async def supervise(
     args: list[str],
     grace_s: float,
     grpc_options: list[tuple[str, int]],
+    http_listen: str = "",
 ) -> None:
     lock = own(data_dir)
     _check_layout(data_dir, shards)
@@ -199,6 +203,13 @@ async def supervise(
     router = Router(topology, dict(grpc_options).get("grpc.max_receive_message_length", 64 << 20))
     server, _, address = await start_grpc(router, listen, grpc_options)
     log.info("pyqueue listening on %s (%d shards: %s)", address, shards, ", ".join(addresses))
+
+    def serving() -> bool:
+        return not stop.is_set() and all(p.proc is not None and p.proc.poll() is None for p in processes)
+
+    http = HttpEndpoint(http_listen, loop, router.metrics_text, serving) if http_listen else None
+    if http is not None:
+        http.start()
 
     def watch(process: ShardProcess) -> None:
         while not stop.is_set():
@@ -224,6 +235,8 @@ async def supervise(
         ).start()
 
     await stop.wait()
+    if http is not None:
+        http.stop()
     log.info("shutting down: stopping the public address, then every shard")
     stopping = loop.create_task(server.stop(grace_s))
     router.end_streams()

@@ -51,6 +51,8 @@ class TakeStream:
         self._pending: set[asyncio.Task[Any]] = set()
         self._ending = asyncio.Event()
         self._clean = False  # the worker half-closed, or the server is stopping
+        self._drains = False  # the worker answers Stopping with `drained`
+        self._drained = asyncio.Event()
         self._stalled = False
         self._protocol_error = ""
         # What ListWorkers shows.
@@ -73,6 +75,7 @@ class TakeStream:
                 self.check_owner(queue)
             subscribe = first.subscribe
             self.identity = _identity(subscribe.worker)
+            self._drains = subscribe.drains
             self.consumer = self.engine.consumer(
                 list(subscribe.queues), subscribe.prefetch, reports_starts=subscribe.reports_starts
             )
@@ -104,12 +107,23 @@ class TakeStream:
     async def _await_answers(self, reader: "asyncio.Task[None]") -> None:
         """The server is stopping: no job goes out any more, but the answers for attempts already
         started may still come in for a moment, so that a job that was just finishing is not run
-        again after the restart for want of its ack. What is unanswered after that was interrupted."""
+        again after the restart for want of its ack. What is unanswered after that was interrupted.
+
+        A worker that drains is told, and its `drained` answer marks the last start it sent:
+        without waiting for it, a start already on its way (a job the worker began as the
+        previous one finished) would be lost, its job handed back here and run twice."""
         assert self.consumer is not None
         held = self.consumer.held
         deadline = time.monotonic() + ANSWER_GRACE_S
+        if self._drains:
+            try:
+                async with asyncio.timeout(ANSWER_GRACE_S):
+                    await self._send(pb.TakeResponse(stopping=pb.Stopping()))
+            except Exception:  # gone or stalled: nothing more will come from it
+                return
         while not reader.done() and time.monotonic() < deadline:
-            if not any(h.started_ms and not h.answering for h in held.values()):
+            drained = self._drained.is_set() or not self._drains
+            if drained and not any(h.started_ms and not h.answering for h in held.values()):
                 return
             await asyncio.sleep(0.02)  # shutdown only: a short poll, not worth a wake-up channel
 
@@ -185,6 +199,8 @@ class TakeStream:
                 self._handle(consumer, message)
                 if message.closing:
                     self._clean = True
+                if message.drained:
+                    self._drained.set()
         finally:
             if self._pending:
                 await asyncio.gather(*self._pending, return_exceptions=True)

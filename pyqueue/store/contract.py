@@ -51,6 +51,9 @@ class Store(Protocol):
 
     def last_key(self, family: Family, lo: bytes, hi: bytes) -> bytes | None: ...
 
+    def stats(self) -> dict[str, int]:
+        """`disk_bytes` (the store's files) and `pending_compaction_bytes` (RocksDB's estimate)."""
+
     def compact(self) -> None:
         """Compact both families fully, dropping the tombstones a queue leaves behind."""
 

@@ -226,5 +226,17 @@ class RocksStore:
         for family in self._families.values():
             family.flush(True)
 
+    def stats(self) -> dict[str, int]:
+        pending = sum(
+            family.property_int_value("rocksdb.estimate-pending-compaction-bytes") or 0
+            for family in self._families.values()
+        )
+        disk = 0
+        with os.scandir(self.path) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    disk += entry.stat(follow_symlinks=False).st_size
+        return {"disk_bytes": disk, "pending_compaction_bytes": pending}
+
     def close(self) -> None:
         self._db.close()

@@ -924,6 +924,7 @@ class Subscribe(_message.Message):
     PREFETCH_FIELD_NUMBER: _builtins.int
     REPORTS_STARTS_FIELD_NUMBER: _builtins.int
     WORKER_FIELD_NUMBER: _builtins.int
+    DRAINS_FIELD_NUMBER: _builtins.int
     prefetch: _builtins.int
     """Most jobs in flight on this stream at once."""
     reports_starts: _builtins.bool
@@ -931,6 +932,10 @@ class Subscribe(_message.Message):
     (prefetched) are then handed back without an attempt when the stream ends, and only a started
     job counts toward the lost-worker cap. Without it every delivered job counts as started, and
     its time limit runs from the delivery.
+    """
+    drains: _builtins.bool
+    """The worker answers a Stopping with `drained` (see Stopping): a stopping server then waits for
+    that answer, so that no start the worker sent is lost in the shutdown.
     """
     @_builtins.property
     def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -947,10 +952,11 @@ class Subscribe(_message.Message):
         prefetch: _builtins.int = ...,
         reports_starts: _builtins.bool = ...,
         worker: Global___WorkerIdentity | None = ...,
+        drains: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["worker", b"worker"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["prefetch", b"prefetch", "queues", b"queues", "reports_starts", b"reports_starts", "worker", b"worker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["drains", b"drains", "prefetch", b"prefetch", "queues", b"queues", "reports_starts", b"reports_starts", "worker", b"worker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -995,6 +1001,40 @@ class ListWorkersRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListWorkersRequest: _TypeAlias = ListWorkersRequest  # noqa: Y015
+
+@_typing.final
+class MetricsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MetricsRequest: _TypeAlias = MetricsRequest  # noqa: Y015
+
+@_typing.final
+class MetricsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    def __init__(
+        self,
+        *,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MetricsResponse: _TypeAlias = MetricsResponse  # noqa: Y015
 
 @_typing.final
 class WorkerStream(_message.Message):
@@ -1267,11 +1307,14 @@ class TakeRequest(_message.Message):
     START_FIELD_NUMBER: _builtins.int
     RELEASE_FIELD_NUMBER: _builtins.int
     CLOSING_FIELD_NUMBER: _builtins.int
+    DRAINED_FIELD_NUMBER: _builtins.int
     closing: _builtins.bool
     """The worker ends the stream on purpose (it half-closes next): jobs it started and did not
     answer were interrupted, not lost. A half-close without it is taken as clean only when the
     connection is still alive a moment later.
     """
+    drained: _builtins.bool
+    """The answer to Stopping: every start this worker will ever send on this stream came before it."""
     @_builtins.property
     def subscribe(self) -> Global___Subscribe: ...
     @_builtins.property
@@ -1294,10 +1337,11 @@ class TakeRequest(_message.Message):
         start: Global___Start | None = ...,
         release: Global___Release | None = ...,
         closing: _builtins.bool = ...,
+        drained: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "extend", b"extend", "fail", b"fail", "release", b"release", "start", b"start", "subscribe", b"subscribe"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "closing", b"closing", "extend", b"extend", "fail", b"fail", "release", b"release", "start", b"start", "subscribe", b"subscribe"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "closing", b"closing", "drained", b"drained", "extend", b"extend", "fail", b"fail", "release", b"release", "start", b"start", "subscribe", b"subscribe"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1445,6 +1489,27 @@ class FailResult(_message.Message):
 Global___FailResult: _TypeAlias = FailResult  # noqa: Y015
 
 @_typing.final
+class Stopping(_message.Message):
+    """The server is stopping; no job comes after this. Start none of the jobs delivered and not yet
+    started (they go back to the queue, with no attempt counted), send `drained`, and answer the
+    started ones: the server takes their answers for a few seconds more, then ends the stream.
+    Sent only to workers that subscribed with `drains`.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Stopping: _TypeAlias = Stopping  # noqa: Y015
+
+@_typing.final
 class TakeResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1452,6 +1517,7 @@ class TakeResponse(_message.Message):
     HEARTBEAT_FIELD_NUMBER: _builtins.int
     ACK_RESULT_FIELD_NUMBER: _builtins.int
     FAIL_RESULT_FIELD_NUMBER: _builtins.int
+    STOPPING_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def jobs(self) -> Global___JobBatch: ...
     @_builtins.property
@@ -1460,6 +1526,8 @@ class TakeResponse(_message.Message):
     def ack_result(self) -> Global___AckResult: ...
     @_builtins.property
     def fail_result(self) -> Global___FailResult: ...
+    @_builtins.property
+    def stopping(self) -> Global___Stopping: ...
     def __init__(
         self,
         *,
@@ -1467,12 +1535,13 @@ class TakeResponse(_message.Message):
         heartbeat: Global___Heartbeat | None = ...,
         ack_result: Global___AckResult | None = ...,
         fail_result: Global___FailResult | None = ...,
+        stopping: Global___Stopping | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_result", b"ack_result", "fail_result", b"fail_result", "heartbeat", b"heartbeat", "jobs", b"jobs", "kind", b"kind"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_result", b"ack_result", "fail_result", b"fail_result", "heartbeat", b"heartbeat", "jobs", b"jobs", "kind", b"kind", "stopping", b"stopping"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_result", b"ack_result", "fail_result", b"fail_result", "heartbeat", b"heartbeat", "jobs", b"jobs", "kind", b"kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_result", b"ack_result", "fail_result", b"fail_result", "heartbeat", b"heartbeat", "jobs", b"jobs", "kind", b"kind", "stopping", b"stopping"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["jobs", "heartbeat", "ack_result", "fail_result"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["jobs", "heartbeat", "ack_result", "fail_result", "stopping"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 

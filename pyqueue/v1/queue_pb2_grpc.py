@@ -79,6 +79,11 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.ListWorkersRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListWorkersResponse.FromString,
                 _registered_method=True)
+        self.Metrics = channel.unary_unary(
+                '/pyqueue.v1.Queue/Metrics',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.MetricsRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.MetricsResponse.FromString,
+                _registered_method=True)
         self.UpdateJobs = channel.unary_unary(
                 '/pyqueue.v1.Queue/UpdateJobs',
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.UpdateJobsRequest.SerializeToString,
@@ -176,6 +181,13 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Metrics(self, request, context):
+        """The server's Prometheus metrics in the text exposition format (what /metrics serves).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UpdateJobs(self, request, context):
         """Change jobs that wait (scheduled or ready): by id, or every job matching a filter.
         """
@@ -261,6 +273,11 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.ListWorkers,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListWorkersRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'Metrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.Metrics,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.MetricsRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.MetricsResponse.SerializeToString,
             ),
             'UpdateJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateJobs,
@@ -531,6 +548,33 @@ class Queue:
             '/pyqueue.v1.Queue/ListWorkers',
             pyqueue_dot_v1_dot_queue__pb2.ListWorkersRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Metrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/Metrics',
+            pyqueue_dot_v1_dot_queue__pb2.MetricsRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.MetricsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -56,6 +56,8 @@ class QueueStub:
     """Every queue with its job count per status, and whether it is paused."""
     ListWorkers: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListWorkersRequest, _queue_pb2.ListWorkersResponse]
     """Every connected worker stream (on every shard, through the public address), oldest first."""
+    Metrics: _grpc.UnaryUnaryMultiCallable[_queue_pb2.MetricsRequest, _queue_pb2.MetricsResponse]
+    """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
     UpdateJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.UpdateJobsRequest, _queue_pb2.ChangeResponse]
     """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
     DeleteJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.DeleteJobsRequest, _queue_pb2.ChangeResponse]
@@ -99,6 +101,8 @@ class QueueAsyncStub(QueueStub):
     """Every queue with its job count per status, and whether it is paused."""
     ListWorkers: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListWorkersRequest, _queue_pb2.ListWorkersResponse]  # type: ignore[assignment]
     """Every connected worker stream (on every shard, through the public address), oldest first."""
+    Metrics: _aio.UnaryUnaryMultiCallable[_queue_pb2.MetricsRequest, _queue_pb2.MetricsResponse]  # type: ignore[assignment]
+    """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
     UpdateJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.UpdateJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
     """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
     DeleteJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.DeleteJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
@@ -193,6 +197,14 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.ListWorkersResponse, _abc.Awaitable[_queue_pb2.ListWorkersResponse]]:
         """Every connected worker stream (on every shard, through the public address), oldest first."""
+
+    @_abc_1.abstractmethod
+    def Metrics(
+        self,
+        request: _queue_pb2.MetricsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.MetricsResponse, _abc.Awaitable[_queue_pb2.MetricsResponse]]:
+        """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
 
     @_abc_1.abstractmethod
     def UpdateJobs(

@@ -100,6 +100,7 @@ class Transitions(Request):
 
     def finish(self, view: BatchView, record: JobRecord, status: Status, keep_ms: int) -> None:
         """Completed or dead: kept for `keep_ms` (then purged), or deleted now."""
+        view.events["completed" if status == Status.COMPLETED else "dead", record.queue] += 1
         if status == Status.COMPLETED and keep_ms <= 0:
             view.delete(record)
             return
@@ -126,6 +127,7 @@ class Transitions(Request):
         rng: random.Random | None = None,
     ) -> Status:
         """After a failed attempt (its error already written): scheduled for a retry, or dead."""
+        view.events["failed", record.queue] += 1
         if kill or policy.is_exhausted(record.attempts, record.max_retries):
             self.finish(view, record, Status.DEAD, policy.keep_dead_ms)
             return Status.DEAD

@@ -65,6 +65,7 @@ class HandBack(Transitions):
                 write_error(view, record, "interrupted", _INTERRUPTED)
             elif ending == Ending.LOST:
                 record.lost += 1
+                view.events["lost", record.queue] += 1
                 if record.lost >= self.policy.max_worker_losses:
                     write_error(
                         view,

@@ -69,6 +69,7 @@ class Claim(Request):
                 continue
             used += len(payload)
             chosen.append(payload)
+            view.waits.setdefault(record.queue, []).append((view.now_ms - record.updated_ms) / 1000)
             before = indexed(record)
             record.status = Status.IN_FLIGHT
             record.attempts += 1

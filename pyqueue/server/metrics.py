@@ -1,0 +1,148 @@
+"""The Prometheus metrics: what one shard serves, and their merge into one view across shards.
+
+A shard formats what its engine counted (engine/telemetry.py) and what it can read at scrape time
+(queue counts, workers, the oldest ready job, the store's size) with prometheus_client. A sharded
+server's supervisor asks every shard (the Metrics RPC) and adds the samples up by name and labels:
+queues live on one shard each, and counters and histogram buckets add up, so the sum is the
+server's own view. docs/metrics.md documents each metric.
+"""
+
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+from pyqueue.engine import Engine
+from pyqueue.engine.telemetry import EVENTS, Histogram
+from pyqueue.store.records import Status
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_EVENT_HELP = {
+    "enqueued": "Jobs created by enqueues (duplicates of unique jobs not counted).",
+    "completed": "Jobs acknowledged as done.",
+    "failed": "Failed attempts: a failure the worker reported, or a time limit passed.",
+    "dead": "Jobs that became dead: retries exhausted, killed, or lost too often.",
+    "lost": "Attempts lost with their worker or with the server (a crash, a kill, a host gone silent).",
+}
+
+
+def shard_families(engine: Engine, workers: dict[str, int]) -> list[Metric]:
+    """Every metric of one shard; `workers` is the number of Take streams serving each queue."""
+    families: list[Metric] = []
+    events = engine.telemetry.event_counts()
+    for event in EVENTS:
+        counter = CounterMetricFamily(f"pyqueue_jobs_{event}", _EVENT_HELP[event], labels=["queue"])
+        for (name, queue), n in sorted(events.items()):
+            if name == event:
+                counter.add_metric([queue], n)
+        families.append(counter)
+
+    counts = engine.memory.counts.by_queue()
+    jobs = GaugeMetricFamily(
+        "pyqueue_queue_jobs", "Jobs in each queue by status.", labels=["queue", "status"]
+    )
+    for queue in sorted(counts):
+        for status in Status:
+            jobs.add_metric([queue, status.label], counts[queue].get(status.label, 0))
+    families.append(jobs)
+
+    gauge = GaugeMetricFamily(
+        "pyqueue_workers", "Take streams (workers) serving each queue.", labels=["queue"]
+    )
+    for queue, n in sorted(workers.items()):
+        gauge.add_metric([queue], n)
+    families.append(gauge)
+
+    oldest = GaugeMetricFamily(
+        "pyqueue_queue_oldest_ready_seconds",
+        "How long the oldest ready job of each queue has been ready (0: none ready).",
+        labels=["queue"],
+    )
+    now_ms = engine.clock()
+    for queue in sorted(counts):
+        since = engine.oldest_ready_ms(queue) if counts[queue].get("ready") else None
+        oldest.add_metric([queue], max(now_ms - since, 0) / 1000 if since is not None else 0.0)
+    families.append(oldest)
+
+    telemetry = engine.telemetry
+    families.append(
+        _histogram(
+            "pyqueue_enqueue_seconds",
+            "Enqueue calls, from the request to its answer (after the fsync).",
+            telemetry.enqueue_seconds,
+        )
+    )
+    families.append(
+        _histogram(
+            "pyqueue_fsync_seconds", "Group-commit fsyncs of the write-ahead log.", telemetry.fsync_seconds
+        )
+    )
+    families.append(
+        _histogram(
+            "pyqueue_commit_jobs", "Jobs written per commit of the single writer.", telemetry.commit_jobs
+        )
+    )
+    wait = HistogramMetricFamily(
+        "pyqueue_job_wait_seconds",
+        "From ready (enqueued, promoted, retried) to delivered to a worker.",
+        labels=["queue"],
+    )
+    for queue, histogram in sorted(telemetry.job_wait_seconds.items()):
+        wait.add_metric([queue], [(b, float(n)) for b, n in histogram.buckets()], histogram.sum)
+    families.append(wait)
+
+    stats = engine.store.stats()
+    families.append(
+        GaugeMetricFamily(
+            "pyqueue_store_bytes", "Size of the store's files on disk.", value=stats["disk_bytes"]
+        )
+    )
+    families.append(
+        GaugeMetricFamily(
+            "pyqueue_store_pending_compaction_bytes",
+            "RocksDB's estimate of the bytes compaction still has to rewrite.",
+            value=stats["pending_compaction_bytes"],
+        )
+    )
+    return families
+
+
+def _histogram(name: str, documentation: str, histogram: Histogram) -> HistogramMetricFamily:
+    return HistogramMetricFamily(
+        name, documentation, buckets=[(b, float(n)) for b, n in histogram.buckets()], sum_value=histogram.sum
+    )
+
+
+class _Families:
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
+
+
+def render(families: Iterable[Metric]) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(families))
+    return generate_latest(registry)
+
+
+def merge(texts: Iterable[str]) -> list[Metric]:
+    """The shards' metrics as one: samples with the same name and labels are added up."""
+    merged: dict[str, Metric] = {}
+    values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            if family.name not in merged:
+                merged[family.name] = Metric(family.name, family.documentation, family.type)
+                values[family.name] = {}
+            into = values[family.name]
+            for sample in family.samples:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                into[key] = into.get(key, 0.0) + sample.value
+    for name, metric in merged.items():
+        for (sample_name, labels), value in values[name].items():
+            metric.add_sample(sample_name, dict(labels), value)
+    return list(merged.values())
