@@ -5,7 +5,8 @@ import click
 from pyqueue.cli.check import check, repair
 from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
-from pyqueue.cli.steer import delete, jobs, pause, queues, resume, update
+from pyqueue.cli.steer import delete, jobs, pause, queues, resume, retry, update
+from pyqueue.cli.top import top
 from pyqueue.cli.worker import worker
 from pyqueue.cli.workers import workers
 
@@ -33,5 +34,6 @@ main.add_command(check)
 main.add_command(repair)
 main.add_command(worker)
 main.add_command(workers)
-for command in (jobs, queues, update, delete, pause, resume):
+main.add_command(top)
+for command in (jobs, queues, update, retry, delete, pause, resume):
     main.add_command(command)

@@ -210,6 +210,29 @@ def delete(
 
 
 @click.command()
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--queue", "queues", multiple=True, help="Only this queue's dead jobs (repeatable).")
+@click.option("--type", "types", multiple=True, help="Only dead jobs of this type (repeatable).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def retry(
+    ctx: click.Context, ids: tuple[int, ...], queues: tuple[str, ...], types: tuple[str, ...], yes: bool
+) -> None:
+    """Run dead jobs again: by id, or every dead job matching --queue/--type. They keep their
+    error history and get their retries again."""
+    if not ids and not (queues or types):
+        raise click.UsageError("give job ids, or a filter (--queue, --type)")
+    _bulk(
+        ctx,
+        "retry",
+        ids,
+        _filters(queues, types, ("dead",)),
+        yes,
+        lambda client, chunk: client.retry_jobs(ids=chunk),
+    )
+
+
+@click.command()
 @click.argument("queue")
 @click.pass_context
 def pause(ctx: click.Context, queue: str) -> None:

@@ -155,6 +155,11 @@ class AsyncClient:
         request = pb.UpdateJobsRequest(filter=job_filter(**filters), changes=job_changes(**changes))
         return ChangeResult.from_pb(await self._call(self._stub.UpdateJobs, request))
 
+    async def retry_jobs(self, **filters: Any) -> ChangeResult:
+        """Run dead jobs again (see Client.retry_jobs)."""
+        request = pb.RetryJobsRequest(filter=job_filter(**filters))
+        return ChangeResult.from_pb(await self._call(self._stub.RetryJobs, request))
+
     async def delete_jobs(self, **filters: Any) -> ChangeResult:
         request = pb.DeleteJobsRequest(filter=job_filter(**filters))
         return ChangeResult.from_pb(await self._call(self._stub.DeleteJobs, request))
@@ -172,6 +177,10 @@ class AsyncClient:
         """Every connected worker stream (on every shard), oldest first."""
         response = await self._call(self._stub.ListWorkers, pb.ListWorkersRequest())
         return [WorkerInfo.from_pb(w) for w in response.workers]
+
+    async def metrics(self) -> str:
+        """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""
+        return str((await self._call(self._stub.Metrics, pb.MetricsRequest())).text)
 
     async def pause(self, queue: str) -> QueueInfo:
         return QueueInfo.from_pb(await self._call(self._stub.PauseQueue, pb.QueueRequest(queue=queue)))

@@ -329,6 +329,13 @@ class Client:
             raise from_code_name(result.rejected[0].code, result.rejected[0].message)
         return self.get_job(job_id)
 
+    def retry_jobs(self, **filters: Any) -> ChangeResult:
+        """Run dead jobs again (by ids, or the dead jobs matching the filters): ready at once,
+        their error history kept, their retries granted again. Jobs not dead are refused."""
+        return ChangeResult.from_pb(
+            self._call(self._stub.RetryJobs, pb.RetryJobsRequest(filter=job_filter(**filters)))
+        )
+
     def delete_jobs(self, **filters: Any) -> ChangeResult:
         return ChangeResult.from_pb(
             self._call(self._stub.DeleteJobs, pb.DeleteJobsRequest(filter=job_filter(**filters)))
@@ -349,6 +356,10 @@ class Client:
         """Every connected worker stream (on every shard), oldest first."""
         response = self._call(self._stub.ListWorkers, pb.ListWorkersRequest())
         return [WorkerInfo.from_pb(w) for w in response.workers]
+
+    def metrics(self) -> str:
+        """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""
+        return str(self._call(self._stub.Metrics, pb.MetricsRequest()).text)
 
     def pause(self, queue: str) -> QueueInfo:
         """Keep taking enqueues for `queue`, but deliver nothing until `resume` (survives restarts)."""

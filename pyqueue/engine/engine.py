@@ -6,6 +6,7 @@ methods and maps the EngineErrors they raise to status codes.
 """
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -292,6 +293,7 @@ class Engine:
 
     async def count_jobs(self, f: query.JobFilter) -> int:
         self.check_filter(f)
+        await self.wait_rebuilt()  # counts grow while the start-up rebuild loads: wait for whole ones
         return await asyncio.to_thread(query.count_jobs, self.store, self.memory.counts, f)
 
     def oldest_ready_ms(self, queue: str) -> int | None:
@@ -346,6 +348,16 @@ class Engine:
         self.check_changes(changes)
         return await self._in_chunks(
             await self._targets(f), lambda ids: requests.UpdateJobs(ids, changes, self.memory)
+        )
+
+    async def retry_jobs(self, f: query.JobFilter) -> Outcome:
+        """Dead jobs back to ready (a filter without statuses means the dead ones it matches)."""
+        if f.statuses and set(f.statuses) != {Status.DEAD}:
+            raise InvalidArgument("only dead jobs can be retried: leave out the status, or give status dead")
+        if not f.statuses and not (f.ids and not (f.queues or f.types or f.has_ranges)):
+            f = dataclasses.replace(f, statuses=(Status.DEAD,))
+        return await self._in_chunks(
+            await self._targets(f), lambda ids: requests.RetryJobs(ids, self.memory, self.config.retry)
         )
 
     async def delete_jobs(self, f: query.JobFilter) -> Outcome:

@@ -216,6 +216,10 @@ class Router(pb_grpc.QueueServicer):
     async def DeleteJobs(self, request: pb.DeleteJobsRequest, context: Context) -> pb.ChangeResponse:
         return await self._change("DeleteJobs", request, context)
 
+    @answered
+    async def RetryJobs(self, request: pb.RetryJobsRequest, context: Context) -> pb.ChangeResponse:
+        return await self._change("RetryJobs", request, context)
+
     async def _change(self, method: str, request: Any, context: Context) -> pb.ChangeResponse:
         """Each shard is asked about its own ids only, so each id's outcome is its owner's."""
         per_shard = {shard: request for shard in self._shards_for(request.filter)}

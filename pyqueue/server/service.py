@@ -77,6 +77,7 @@ class QueueService(pb_grpc.QueueServicer):
 
     @answered
     async def ListQueues(self, request: pb.ListQueuesRequest, context: Context) -> pb.ListQueuesResponse:
+        await self.engine.wait_rebuilt()  # the counts are whole once the start-up rebuild is done
         return pb.ListQueuesResponse(
             queues=[
                 pb.QueueInfo(name=name, paused=paused, counts=counts)
@@ -91,6 +92,14 @@ class QueueService(pb_grpc.QueueServicer):
             if changes.queue is not None:
                 self._check_move(changes.queue)
             outcome = await self.engine.update_jobs(filter_from_pb(request.filter), changes)
+        except EngineError as exc:
+            await abort(context, exc)
+        return change_response(outcome)
+
+    @answered
+    async def RetryJobs(self, request: pb.RetryJobsRequest, context: Context) -> pb.ChangeResponse:
+        try:
+            outcome = await self.engine.retry_jobs(filter_from_pb(request.filter))
         except EngineError as exc:
             await abort(context, exc)
         return change_response(outcome)

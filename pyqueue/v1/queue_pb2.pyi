@@ -1003,6 +1003,26 @@ class ListWorkersRequest(_message.Message):
 Global___ListWorkersRequest: _TypeAlias = ListWorkersRequest  # noqa: Y015
 
 @_typing.final
+class RetryJobsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILTER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def filter(self) -> Global___JobFilter: ...
+    def __init__(
+        self,
+        *,
+        filter: Global___JobFilter | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryJobsRequest: _TypeAlias = RetryJobsRequest  # noqa: Y015
+
+@_typing.final
 class MetricsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -89,6 +89,11 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.UpdateJobsRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
                 _registered_method=True)
+        self.RetryJobs = channel.unary_unary(
+                '/pyqueue.v1.Queue/RetryJobs',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.RetryJobsRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+                _registered_method=True)
         self.DeleteJobs = channel.unary_unary(
                 '/pyqueue.v1.Queue/DeleteJobs',
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.DeleteJobsRequest.SerializeToString,
@@ -195,6 +200,14 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetryJobs(self, request, context):
+        """Run dead jobs again: back to ready with their error history, and their retries granted
+        again. A filter without statuses means the dead jobs it matches; jobs not dead are refused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteJobs(self, request, context):
         """Delete jobs in any status, with payload, errors and index entries: by id or by filter.
         """
@@ -282,6 +295,11 @@ def add_QueueServicer_to_server(servicer, server):
             'UpdateJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateJobs,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.UpdateJobsRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.SerializeToString,
+            ),
+            'RetryJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryJobs,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.RetryJobsRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.SerializeToString,
             ),
             'DeleteJobs': grpc.unary_unary_rpc_method_handler(
@@ -601,6 +619,33 @@ class Queue:
             target,
             '/pyqueue.v1.Queue/UpdateJobs',
             pyqueue_dot_v1_dot_queue__pb2.UpdateJobsRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/RetryJobs',
+            pyqueue_dot_v1_dot_queue__pb2.RetryJobsRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
             options,
             channel_credentials,

@@ -60,6 +60,10 @@ class QueueStub:
     """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
     UpdateJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.UpdateJobsRequest, _queue_pb2.ChangeResponse]
     """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
+    RetryJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.RetryJobsRequest, _queue_pb2.ChangeResponse]
+    """Run dead jobs again: back to ready with their error history, and their retries granted
+    again. A filter without statuses means the dead jobs it matches; jobs not dead are refused.
+    """
     DeleteJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.DeleteJobsRequest, _queue_pb2.ChangeResponse]
     """Delete jobs in any status, with payload, errors and index entries: by id or by filter."""
     PauseQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]
@@ -105,6 +109,10 @@ class QueueAsyncStub(QueueStub):
     """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
     UpdateJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.UpdateJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
     """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
+    RetryJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.RetryJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
+    """Run dead jobs again: back to ready with their error history, and their retries granted
+    again. A filter without statuses means the dead jobs it matches; jobs not dead are refused.
+    """
     DeleteJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.DeleteJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
     """Delete jobs in any status, with payload, errors and index entries: by id or by filter."""
     PauseQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]  # type: ignore[assignment]
@@ -213,6 +221,16 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.ChangeResponse, _abc.Awaitable[_queue_pb2.ChangeResponse]]:
         """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
+
+    @_abc_1.abstractmethod
+    def RetryJobs(
+        self,
+        request: _queue_pb2.RetryJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ChangeResponse, _abc.Awaitable[_queue_pb2.ChangeResponse]]:
+        """Run dead jobs again: back to ready with their error history, and their retries granted
+        again. A filter without statuses means the dead jobs it matches; jobs not dead are refused.
+        """
 
     @_abc_1.abstractmethod
     def DeleteJobs(

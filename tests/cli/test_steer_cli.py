@@ -1,4 +1,4 @@
-"""`pyqueue jobs | queues | update | delete | pause | resume` against a real server."""
+"""`pyqueue jobs | queues | update | retry | delete | pause | resume` against a real server."""
 
 import json
 import subprocess
@@ -56,3 +56,21 @@ def test_pause_and_resume(server, client: pyqueue.Client) -> None:  # type: igno
     assert client.queues()[0].paused
     assert "running" in run(server, "resume", "mail").stdout
     assert not {q.name: q.paused for q in client.queues()}.get("mail", False)
+
+
+def test_retry_runs_the_dead_jobs_of_a_queue_again_after_a_confirmation(
+    server, client: pyqueue.Client
+) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(2):
+        client.enqueue("t", queue="mail", max_retries=0)
+    with client.take("mail", prefetch=2) as stream:
+        for _ in range(2):
+            job = stream.next(timeout=30)
+            assert job is not None
+            job.fail("no")
+    assert client.count_jobs(queue="mail", status="dead") == 2
+    assert "Aborted" in run(server, "retry", "--queue", "mail", stdin="n\n", ok=False).stderr
+    assert client.count_jobs(queue="mail", status="dead") == 2
+    assert "2 changed" in run(server, "retry", "--queue", "mail", "--yes").stdout
+    assert client.count_jobs(queue="mail", status="ready") == 2
+    assert "give job ids, or a filter" in run(server, "retry", ok=False).stderr

@@ -259,3 +259,53 @@ def test_pause_and_resume_survive_a_restart(server: ServerProcess) -> None:
             assert not client.resume("mail").paused
             job = stream.next(timeout=30)
             assert job is not None and job.id == job_id
+
+
+def test_dead_jobs_run_again_with_their_history_and_their_retries(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    dead = client.enqueue("t", queue="mail", max_retries=1)
+    waiting = client.enqueue("t", queue="mail", delay=3600)
+    with client.take("mail") as stream:
+        for attempt in range(2):  # the first attempt is retried at once, the second is the last
+            job = stream.next(timeout=30)
+            assert job is not None and job.id == dead.id
+            assert job.fail(f"boom {attempt}", retry_at=datetime.now(UTC)) == (
+                "scheduled" if attempt == 0 else "dead"
+            )
+    assert client.get_job(dead.id).status == "dead"
+
+    result = client.retry_jobs(ids=[dead.id, waiting.id, 12345])
+    assert result.changed == [dead.id]
+    assert {(r.id, r.code) for r in result.rejected} == {
+        (waiting.id, "FAILED_PRECONDITION"),
+        (12345, "NOT_FOUND"),
+    }
+    again = client.get_job(dead.id)
+    assert (again.status, again.attempts) == ("ready", 2)
+    assert [e.message for e in client.job_errors(dead.id)] == ["boom 0", "boom 1"]
+    with client.take("mail") as stream:
+        job = stream.next(timeout=30)
+        assert job is not None and job.id == dead.id
+        assert job.fail("boom 2") == "scheduled", "a retried job gets its retries again"
+    assert [e.message for e in client.job_errors(dead.id)] == ["boom 0", "boom 1", "boom 2"]
+    assert client.get_job(waiting.id).status == "scheduled", "refused jobs are unchanged"
+
+
+def test_retry_by_filter_takes_only_the_dead_and_refuses_other_statuses(
+    server, client: pyqueue.Client
+) -> None:  # type: ignore[no-untyped-def]
+    ready = client.enqueue("t", queue="mail")
+    dead = [client.enqueue("t", queue="mail", max_retries=0) for _ in range(2)]
+    other = client.enqueue("t", queue="other", max_retries=0)
+    with client.take(["mail", "other"], prefetch=4) as stream:
+        for _ in range(4):
+            job = stream.next(timeout=30)
+            assert job is not None
+            if job.id == ready.id:
+                job.release()
+            else:
+                job.fail("no")
+    result = client.retry_jobs(queues=["mail"])
+    assert sorted(result.changed) == sorted(j.id for j in dead) and not result.rejected
+    assert client.get_job(other.id).status == "dead"
+    with pytest.raises(pyqueue.errors.InvalidArgument, match="only dead jobs"):
+        client.retry_jobs(queues=["mail"], statuses=["ready"])

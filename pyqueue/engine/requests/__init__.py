@@ -13,7 +13,7 @@ in-memory sets mere hints.
 from pyqueue.engine.requests.base import Request, Transitions, check_lease, write_error
 from pyqueue.engine.requests.handback import HandBack
 from pyqueue.engine.requests.producers import Enqueue
-from pyqueue.engine.requests.steering import DeleteJobs, PauseQueue, UpdateJobs
+from pyqueue.engine.requests.steering import DeleteJobs, PauseQueue, RetryJobs, UpdateJobs
 from pyqueue.engine.requests.timed import Promote, Purge, Snapshot, Timeout
 from pyqueue.engine.requests.workers import Ack, Claim, Fail, Holder, SetDeadlines
 
@@ -29,6 +29,7 @@ __all__ = [
     "Promote",
     "Purge",
     "Request",
+    "RetryJobs",
     "SetDeadlines",
     "Snapshot",
     "Timeout",

@@ -1,4 +1,4 @@
-"""Changes made by people: update, delete, pause and resume."""
+"""Changes made by people: update, retry (dead jobs), delete, pause and resume."""
 
 from collections.abc import Sequence
 
@@ -6,10 +6,13 @@ from pyqueue.engine import recovery
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Changes, Outcome, Rejection
 from pyqueue.engine.requests.base import Request, Transitions
+from pyqueue.engine.retry import RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
 from pyqueue.store import keys
 from pyqueue.store.contract import Family
 from pyqueue.store.records import Status
+
+MAX_RETRIES = 2**15 - 1  # the record keeps max_retries in an i16
 
 
 class UpdateJobs(Transitions):
@@ -71,6 +74,41 @@ class UpdateJobs(Transitions):
         for queue, priority, job_id in self.unready:
             self.memory.ready.remove(queue, priority, job_id)
         super().on_commit()
+
+
+class RetryJobs(Transitions):
+    """Dead jobs back to ready. Their error history stays (errors are keyed by attempt, so the
+    attempts carry on), and they get their retries again: max_retries is raised by what the job
+    was allowed, and its count of lost attempts starts over."""
+
+    def __init__(self, job_ids: Sequence[int], memory: Memory, policy: RetryPolicy) -> None:
+        super().__init__(memory)
+        self.job_ids = job_ids
+        self.policy = policy
+
+    def apply(self, view: BatchView) -> None:
+        outcome = Outcome(done=[], rejected=[])
+        for job_id, record in zip(self.job_ids, view.records(self.job_ids), strict=True):
+            if record is None:
+                outcome.rejected.append(Rejection(job_id, "NOT_FOUND", f"job {job_id} does not exist"))
+                continue
+            if record.status != Status.DEAD:
+                outcome.rejected.append(
+                    Rejection(
+                        job_id,
+                        "FAILED_PRECONDITION",
+                        f"job {job_id} is {record.status.label}, not dead: only dead jobs are retried",
+                    )
+                )
+                continue
+            self.handling = record.id
+            record.max_retries = min(
+                record.attempts + self.policy.retries_for(record.max_retries), MAX_RETRIES
+            )
+            record.lost = 0
+            self.make_ready(view, record)
+            outcome.done.append((job_id, Status.READY))
+        self.result = outcome
 
 
 class DeleteJobs(Request):
