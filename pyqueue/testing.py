@@ -55,6 +55,7 @@ def embedded_server(
                 "--listen",
                 "127.0.0.1:0",
                 *(() if "--shards" in args else ("--shards", "1")),
+                *(() if "--http-listen" in args else ("--http-listen", "")),  # no fixed port to clash on
                 *args,
             ],
             stdout=subprocess.PIPE,

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,11 @@ def test_wheel_installs_and_serves_in_a_fresh_virtualenv(tmp_path: Path) -> None
         )
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "{'a': 1}"
+        # The wheel carries the dashboard page, and the metrics' library came with it.
+        with urllib.request.urlopen(f"http://{server.http_address}/", timeout=30) as page:
+            assert b"<title>pyqueue</title>" in page.read()
+        with urllib.request.urlopen(f"http://{server.http_address}/metrics", timeout=30) as metrics:
+            assert b"pyqueue_jobs_enqueued_total" in metrics.read()
         assert server.stop() == 0
     finally:
         server.close()

@@ -98,7 +98,9 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     summaries.start()
     http = None
     if config.http_listen:
-        http = HttpEndpoint(config.http_listen, loop, service.metrics_text, lambda: not stop.is_set())
+        http = HttpEndpoint(
+            config.http_listen, loop, service.metrics_text, lambda: not stop.is_set(), lambda: service.address
+        )
         http.start()
 
     await stop.wait()

@@ -1,4 +1,5 @@
-"""The server's HTTP port: /metrics for Prometheus and /healthz for load balancers.
+"""The server's HTTP port: /metrics for Prometheus, /healthz for load balancers, and the web
+dashboard at / with its JSON API under /api/ (dashboard.py).
 
 A small threaded WSGI server (the standard library's) beside the gRPC server, in the process that
 owns the public address: the server itself, or a sharded server's supervisor. Its handlers run on
@@ -14,6 +15,7 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from pyqueue.server.dashboard import Dashboard
 from pyqueue.server.metrics import CONTENT_TYPE
 
 log = logging.getLogger("pyqueue.http")
@@ -40,8 +42,10 @@ class HttpEndpoint:
         loop: asyncio.AbstractEventLoop,
         metrics: Callable[[], Coroutine[Any, Any, bytes]],
         healthy: Callable[[], bool],
+        public_address: Callable[[], str],
     ) -> None:
         self.listen = listen
+        self.dashboard = Dashboard(public_address)
         self.loop = loop
         self.metrics = metrics
         self.healthy = healthy
@@ -62,16 +66,19 @@ class HttpEndpoint:
         self.address = f"{host}:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="pyqueue-http", daemon=True)
         self._thread.start()
-        log.info("http listening on %s (/metrics, /healthz)", self.address)
+        log.info("http listening on %s (dashboard at /, /metrics, /healthz)", self.address)
         return self.address
 
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        self.dashboard.close()
 
     def app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
+        if path in ("/", "/index.html") or path.startswith("/api/"):
+            return self.dashboard.app(environ, start_response)
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
             return _answer(start_response, "405 Method Not Allowed", b"only GET\n")
         if path == "/metrics":
@@ -89,7 +96,7 @@ class HttpEndpoint:
             if self.healthy():
                 return _answer(start_response, "200 OK", b"ok\n")
             return _answer(start_response, "503 Service Unavailable", b"not serving\n")
-        return _answer(start_response, "404 Not Found", b"not found: try /metrics or /healthz\n")
+        return _answer(start_response, "404 Not Found", b"not found: try /, /metrics or /healthz\n")
 
 
 def _answer(

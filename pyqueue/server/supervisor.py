@@ -207,7 +207,11 @@ async def supervise(
     def serving() -> bool:
         return not stop.is_set() and all(p.proc is not None and p.proc.poll() is None for p in processes)
 
-    http = HttpEndpoint(http_listen, loop, router.metrics_text, serving) if http_listen else None
+    http = (
+        HttpEndpoint(http_listen, loop, router.metrics_text, serving, lambda: address)
+        if http_listen
+        else None
+    )
     if http is not None:
         http.start()
 

@@ -1,0 +1,165 @@
+"""The web dashboard: one static page (dashboard.html) and the JSON API it calls, on the HTTP port.
+
+The API is a client of the server's own public address, like any other client, so a sharded
+server is seen whole and nothing here reaches around the gRPC service. Job ids are strings in
+JSON (they pass 2**53, where JavaScript numbers lose digits). Changes are POSTs that must carry
+the `X-Pyqueue-Action` header, which a form on another site cannot send: a page elsewhere cannot
+make a visitor's browser delete jobs.
+"""
+
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs
+
+from pyqueue.client import Client
+from pyqueue.errors import InvalidArgument, NotFound, PyQueueError
+
+log = logging.getLogger("pyqueue.http")
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+ACTION_HEADER = "HTTP_X_PYQUEUE_ACTION"
+PAGE_LIMIT = 200
+
+_JOB = re.compile(r"^/api/jobs/(\d+)$")
+_JOB_ACTION = re.compile(r"^/api/jobs/(\d+)/(retry|delete)$")
+_QUEUE_ACTION = re.compile(r"^/api/queues/([^/]+)/(pause|resume)$")
+
+
+class Dashboard:
+    def __init__(self, address: Callable[[], str]) -> None:
+        self._address = address
+        self._client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self._address(), timeout=10)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path, method = environ.get("PATH_INFO", "/"), environ.get("REQUEST_METHOD", "GET")
+        if path in ("/", "/index.html"):
+            page = resources.files("pyqueue.server").joinpath("dashboard.html").read_bytes()
+            return _send(start_response, "200 OK", page, "text/html; charset=utf-8")
+        try:
+            if method == "POST":
+                if environ.get(ACTION_HEADER) != "1":
+                    return _json(
+                        start_response,
+                        "403 Forbidden",
+                        {"error": "changes need the X-Pyqueue-Action: 1 header"},
+                    )
+                return _json(start_response, "200 OK", self._act(path))
+            if method != "GET":
+                return _json(start_response, "405 Method Not Allowed", {"error": "GET or POST"})
+            return _json(
+                start_response, "200 OK", self._read(path, parse_qs(environ.get("QUERY_STRING", "")))
+            )
+        except NotFound as exc:
+            return _json(start_response, "404 Not Found", {"error": str(exc)})
+        except (InvalidArgument, ValueError) as exc:
+            return _json(start_response, "400 Bad Request", {"error": str(exc)})
+        except PyQueueError as exc:
+            return _json(start_response, "502 Bad Gateway", {"error": f"{exc.code.name}: {exc}"})
+        except Exception as exc:  # a bug here must answer, and must not take the HTTP thread down
+            log.exception("the dashboard failed on %s %s", method, path)
+            return _json(
+                start_response, "500 Internal Server Error", {"error": f"{type(exc).__name__}: {exc}"}
+            )
+
+    def _read(self, path: str, query: dict[str, list[str]]) -> Any:
+        client = self.client
+        if path == "/api/queues":
+            return self._queues()
+        if path == "/api/workers":
+            return [{**w.to_dict(), "queues": list(w.queues)} for w in client.workers()]
+        if path == "/api/jobs":
+            limit = min(int((query.get("limit") or ["50"])[0]), PAGE_LIMIT)
+            jobs, after, before = client.list_page(
+                cursor=(query.get("cursor") or [""])[0],
+                limit=limit,
+                descending=(query.get("order") or ["asc"])[0] == "desc",
+                queues=[q for q in query.get("queue", []) if q],
+                types=[t for t in query.get("type", []) if t],
+                statuses=[s for s in query.get("status", []) if s],
+            )
+            return {"jobs": [_job(j) for j in jobs], "next_cursor": after, "prev_cursor": before}
+        match = _JOB.match(path)
+        if match:
+            job_id = int(match.group(1))
+            errors = [{**dataclasses.asdict(e), "at": e.at.isoformat()} for e in client.job_errors(job_id)]
+            return {**_job(client.get_job(job_id)), "error_history": errors}
+        raise NotFound(f"no such page: {path}")
+
+    def _act(self, path: str) -> Any:
+        client = self.client
+        match = _JOB_ACTION.match(path)
+        if match:
+            job_id, action = int(match.group(1)), match.group(2)
+            result = (client.retry_jobs if action == "retry" else client.delete_jobs)(ids=[job_id])
+            if result.rejected:
+                refusal = result.rejected[0]
+                raise (NotFound if refusal.code == "NOT_FOUND" else InvalidArgument)(refusal.message)
+            return {"done": action, "id": str(job_id)}
+        match = _QUEUE_ACTION.match(path)
+        if match:
+            queue, action = match.group(1), match.group(2)
+            info = client.pause(queue) if action == "pause" else client.resume(queue)
+            return {"done": action, "queue": info.name, "paused": info.paused}
+        raise NotFound(f"no such action: {path}")
+
+    def _queues(self) -> list[dict[str, Any]]:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        client = self.client
+        workers: dict[str, int] = {}
+        for w in client.workers():
+            for queue in w.queues:
+                workers[queue] = workers.get(queue, 0) + 1
+        totals: dict[tuple[str, str], float] = {}
+        for family in text_string_to_metric_families(client.metrics()):
+            for s in family.samples:
+                totals[s.name, s.labels.get("queue", "")] = s.value
+        return [
+            {
+                "name": q.name,
+                "paused": q.paused,
+                "counts": q.counts,
+                "workers": workers.get(q.name, 0),
+                "enqueued_total": totals.get(("pyqueue_jobs_enqueued_total", q.name), 0),
+                "completed_total": totals.get(("pyqueue_jobs_completed_total", q.name), 0),
+                "oldest_ready_seconds": totals.get(("pyqueue_queue_oldest_ready_seconds", q.name), 0),
+            }
+            for q in client.queues()
+        ]
+
+
+def _job(job: Any) -> dict[str, Any]:
+    out: dict[str, Any] = job.to_dict()
+    out["id"] = str(job.id)
+    if isinstance(job.payload, bytes):
+        try:
+            out["payload"] = job.payload.decode()
+        except UnicodeDecodeError:
+            out["payload"] = "hex:" + job.payload.hex()
+    return out
+
+
+def _json(start_response: StartResponse, status: str, body: Any) -> list[bytes]:
+    return _send(start_response, status, json.dumps(body).encode(), "application/json")
+
+
+def _send(start_response: StartResponse, status: str, body: bytes, content_type: str) -> list[bytes]:
+    start_response(
+        status,
+        [("Content-Type", content_type), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")],
+    )
+    return [body]

@@ -1,0 +1,157 @@
+"""The web dashboard in a real browser (headless Chromium through Selenium): queues with counts,
+the job list with filters, a job's payload and error history, retry, delete, pause and resume
+behind a confirmation, the workers page; and its JSON API refusing what it must."""
+
+import json
+import os
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from harness import ServerProcess
+
+import pyqueue
+
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    CHROMEDRIVER is None and not os.environ.get("CI"), reason="chromium-driver is not installed"
+)
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    assert CHROMEDRIVER is not None, "CI installs chromium and chromium-driver (.ci/run)"
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def test_the_dashboard_shows_and_steers_the_queues(tmp_path, browser) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    server = ServerProcess(tmp_path / "data").start()
+    wait = WebDriverWait(browser, 30)
+    try:
+        with pyqueue.Client(server.address) as client:
+            dead = client.enqueue("send", {"to": "ada@example.com"}, queue="mail", max_retries=0)
+            doomed = client.enqueue("send", {"to": "bob@example.com"}, queue="mail", delay=3600)
+            client.enqueue("resize", queue="media")
+            worker = client.take("mail")
+            job = worker.next(timeout=30)
+            assert job is not None and job.id == dead.id
+            job.fail("smtp refused", error_type="SMTPError")
+            base = f"http://{server.http_address}/"
+
+            # Queues, with their counts and a worker.
+            browser.get(base)
+            wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, 'tr[data-queue="mail"]')))
+            mail = browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="mail"]')
+            assert mail.find_element(By.CSS_SELECTOR, 'td[data-count="dead"]').text == "1"
+            assert mail.find_element(By.CSS_SELECTOR, 'td[data-count="scheduled"]').text == "1"
+            assert (
+                browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="media"] td[data-count="ready"]').text
+                == "1"
+            )
+
+            # Pause and resume behind a confirmation; dismissing it changes nothing.
+            browser.find_element(
+                By.CSS_SELECTOR, 'tr[data-queue="media"] button[data-action="pause"]'
+            ).click()
+            wait.until(EC.alert_is_present()).dismiss()
+            assert not {q.name: q.paused for q in client.queues()}["media"]
+            browser.find_element(
+                By.CSS_SELECTOR, 'tr[data-queue="media"] button[data-action="pause"]'
+            ).click()
+            wait.until(EC.alert_is_present()).accept()
+            wait.until(lambda _: {q.name: q.paused for q in client.queues()}["media"])
+            wait.until(
+                EC.presence_of_element_located(
+                    (By.CSS_SELECTOR, 'tr[data-queue="media"] button[data-action="resume"]')
+                )
+            ).click()
+            wait.until(EC.alert_is_present()).accept()
+            wait.until(lambda _: not {q.name: q.paused for q in client.queues()}["media"])
+
+            # The job list, filtered to the dead jobs of mail, then the job's page.
+            browser.find_element(By.LINK_TEXT, "mail").click()
+            wait.until(EC.presence_of_element_located((By.ID, "jobs-table")))
+            Select(browser.find_element(By.ID, "filter-status")).select_by_value("dead")
+            browser.find_element(By.ID, "apply-filter").click()
+            wait.until(
+                lambda b: (
+                    b.find_elements(By.CSS_SELECTOR, "#jobs-table tbody tr[data-job]")
+                    and "status=dead" in b.current_url
+                )
+            )
+            rows = browser.find_elements(By.CSS_SELECTOR, "#jobs-table tbody tr[data-job]")
+            assert [r.get_attribute("data-job") for r in rows] == [str(dead.id)]
+            browser.find_element(By.LINK_TEXT, str(dead.id)).click()
+            wait.until(EC.text_to_be_present_in_element((By.ID, "job-status"), "dead"))
+            assert json.loads(browser.find_element(By.ID, "payload").text) == {"to": "ada@example.com"}
+            assert browser.find_element(By.CSS_SELECTOR, "#errors .error-message").text == "smtp refused"
+
+            # Retry the dead job: it is ready again, with its error history.
+            worker.close()
+            browser.find_element(By.ID, "retry").click()
+            wait.until(EC.alert_is_present()).accept()
+            wait.until(EC.text_to_be_present_in_element((By.ID, "job-status"), "ready"))
+            assert client.get_job(dead.id).status == "ready"
+            assert browser.find_element(By.CSS_SELECTOR, "#errors .error-message").text == "smtp refused"
+
+            # Delete another job from its page.
+            browser.get(f"{base}#/job/{doomed.id}")
+            wait.until(EC.text_to_be_present_in_element((By.ID, "job-status"), "scheduled"))
+            browser.find_element(By.ID, "delete").click()
+            wait.until(EC.alert_is_present()).accept()
+            wait.until(lambda _: client.count_jobs(queue="mail", status="scheduled") == 0)
+            with pytest.raises(pyqueue.errors.NotFound):
+                client.get_job(doomed.id)
+
+            # The workers page lists a connected worker.
+            with client.take("media"):
+                browser.get(f"{base}#/workers")
+                wait.until(EC.text_to_be_present_in_element((By.ID, "workers-table"), f"pid {os.getpid()}"))
+    finally:
+        server.close()
+
+
+def test_the_api_refuses_changes_without_its_header_and_bad_filters(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            job = client.enqueue("t", queue="mail")
+        base = f"http://{server.http_address}"
+
+        def call(path: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, dict]:  # type: ignore[type-arg]
+            request = urllib.request.Request(base + path, method=method, headers=headers or {})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    return answer.status, json.loads(answer.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read())
+
+        assert call(f"/api/jobs/{job.id}/delete", "POST")[0] == 403
+        assert call("/api/jobs?status=bogus") == (
+            400,
+            {"error": "unknown status 'bogus'; one of scheduled, ready, in_flight, completed, dead"},
+        )
+        assert call("/api/jobs/12345")[0] == 404
+        status, body = call(f"/api/jobs/{job.id}/retry", "POST", {"X-Pyqueue-Action": "1"})
+        assert status == 400 and "not dead" in body["error"]
+        status, body = call("/api/jobs?queue=mail")
+        assert status == 200 and body["jobs"][0]["id"] == str(job.id), "ids are strings in JSON"
+        with pyqueue.Client(server.address) as client:
+            assert client.get_job(job.id).status == "ready", "nothing changed"
+    finally:
+        server.close()
