@@ -129,9 +129,7 @@ def drain(app: App, queues: list[str] | None = None, *, idle_s: float = 0.2) -> 
                 result.failed.append((job, LookupError(f"no job function named {job.type!r}")))
                 job.release(delay=30)
                 continue
-            outcome = asyncio.run(
-                execute(thread_runner(function, _drain_threads), job.payload, job.timeout_ms)
-            )
+            outcome = asyncio.run(execute(thread_runner(function, _drain_threads), job))
             with contextlib.suppress(PyQueueError):  # refused: the server ended the attempt first
                 if outcome.failed:
                     assert outcome.error is not None

@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 
+from pyqueue import tracing
 from pyqueue.client import codec
 from pyqueue.client.batching import Batcher
 from pyqueue.client.enqueue_stream import StreamedEnqueues
@@ -43,7 +44,8 @@ def _seconds_ms(value: float | timedelta | None) -> int:
 def new_job_message(spec: Mapping[str, Any]) -> pb.NewJob:
     """A NewJob from a mapping with `type` and optionally payload, queue, priority, run_at (datetime),
     delay (seconds or timedelta), max_retries, timeout (seconds), backoff ((base_s, exponent,
-    jitter_s)) and keep_completed (seconds)."""
+    jitter_s)), keep_completed (seconds), unique_key, unique_scope and headers (str to str, handed to
+    the worker with the job; the current trace context is added when opentelemetry is installed)."""
     unknown = set(spec) - _JOB_KEYS
     if unknown:
         raise TypeError(f"unknown job fields: {', '.join(sorted(unknown))}")
@@ -71,6 +73,10 @@ def new_job_message(spec: Mapping[str, Any]) -> pb.NewJob:
             raise ValueError(f"unique_scope {scope!r} is not one of {', '.join(SCOPES)}")
         message.unique_key = spec["unique_key"]
         message.unique_scope = SCOPES[scope]
+    headers = dict(spec.get("headers") or {})
+    tracing.inject(headers)
+    if headers:
+        message.headers.update(headers)
     return message
 
 
@@ -87,6 +93,7 @@ _JOB_KEYS = {
     "keep_completed",
     "unique_key",
     "unique_scope",
+    "headers",
 }
 
 
@@ -220,6 +227,7 @@ class Client:
         keep_completed: float | timedelta | None = None,
         unique_key: str | None = None,
         unique_scope: str = "queued",
+        headers: Mapping[str, str] | None = None,
     ) -> Job:
         """Enqueue one job; returns once it is committed (fsync'd in the default commit mode).
 
@@ -227,7 +235,9 @@ class Client:
         override the server's defaults; `keep_completed` keeps it visible after it completes.
         With `unique_key`, a second job with the key is not added while the first one is within
         `unique_scope` ("queued": scheduled or ready; "active": also in flight; "exists": until it
-        is purged): the existing job comes back, with `duplicate=True`."""
+        is purged): the existing job comes back, with `duplicate=True`. `headers` go to the worker
+        with the job (`job.headers`); the current trace context joins them when opentelemetry is
+        installed."""
         spec = {
             "type": type,
             "payload": payload,
@@ -241,6 +251,7 @@ class Client:
             "keep_completed": keep_completed,
             "unique_key": unique_key,
             "unique_scope": unique_scope,
+            "headers": headers,
         }
         message = [new_job_message(spec)]
         shard, _ = self.routes.for_queue(message[0].queue)

@@ -47,6 +47,7 @@ class Job:
     started_at: datetime | None = None  # in flight: when its worker began this attempt
     unique_key: str = ""
     duplicate: bool = False  # from enqueue: a unique job that already existed
+    headers: dict[str, str] = field(default_factory=dict)  # what the producer handed over
     _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -71,6 +72,7 @@ class Job:
             lost=message.lost,
             started_at=_time(message.started_at_ms),
             unique_key=message.unique_key,
+            headers=dict(message.headers) if message.headers else {},
             _stream=stream,
         )
 

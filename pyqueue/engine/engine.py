@@ -213,6 +213,7 @@ class Engine:
         keep_completed_ms: int | None = None,
         unique_key: str = "",
         unique_scope: int = UniqueScope.QUEUED,
+        headers: dict[str, str] | None = None,
     ) -> NewJob:
         """Validate one job of an enqueue request against the limits."""
         limits = self.config.limits
@@ -238,6 +239,8 @@ class Engine:
             raise InvalidArgument(f"job {index}: the unique key is longer than 256 bytes")
         if unique_scope not in (UniqueScope.QUEUED, UniqueScope.ACTIVE, UniqueScope.EXISTS):
             raise InvalidArgument(f"job {index}: unique scope {unique_scope} is not queued, active or exists")
+        if headers:
+            limits.check_headers(index, headers)
         return NewJob(
             type_,
             queue,
@@ -247,7 +250,7 @@ class Engine:
             run_at_ms=run_at_ms or (self.clock() + delay_ms if delay_ms else 0),
             max_retries=-1 if max_retries is None else max_retries,
             timeout_ms=timeout_ms,
-            options=JobOptions(backoff, keep_completed_ms).encode(),
+            options=JobOptions(backoff, keep_completed_ms, headers or None).encode(),
             unique_key=unique_key,
             unique_scope=unique_scope,
         )

@@ -13,6 +13,12 @@ DEFAULT_PRIORITY = 32768
 DEFAULT_QUEUE = "default"
 
 
+# Headers carry context such as trace ids, not data: small and few.
+MAX_HEADERS = 16
+MAX_HEADER_NAME_BYTES = 128
+MAX_HEADER_VALUE_BYTES = 1024
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     max_payload_bytes: int = 1 << 20
@@ -73,6 +79,19 @@ class Limits:
             raise InvalidArgument(
                 f"job {index}: content type is longer than {self.max_content_type_length} characters"
             )
+
+    def check_headers(self, index: int, headers: dict[str, str]) -> None:
+        if len(headers) > MAX_HEADERS:
+            raise InvalidArgument(f"job {index}: {len(headers)} headers; the limit is {MAX_HEADERS}")
+        for name, value in headers.items():
+            if not name or len(name.encode()) > MAX_HEADER_NAME_BYTES:
+                raise InvalidArgument(
+                    f"job {index}: header name {name[:40]!r} is empty or longer than {MAX_HEADER_NAME_BYTES} bytes"
+                )
+            if len(value.encode()) > MAX_HEADER_VALUE_BYTES:
+                raise InvalidArgument(
+                    f"job {index}: header {name!r} is longer than {MAX_HEADER_VALUE_BYTES} bytes"
+                )
 
     def check_filter(self, what: str, n: int) -> None:
         if n > self.max_filter_names:

@@ -56,6 +56,7 @@ class JobOptions:
 
     backoff: tuple[float, float, float] | None = None
     keep_completed_ms: int | None = None
+    headers: dict[str, str] | None = None  # what the producer hands the worker (trace context)
 
     def encode(self) -> bytes:
         data: dict[str, object] = {}
@@ -63,6 +64,8 @@ class JobOptions:
             data["backoff"] = list(self.backoff)
         if self.keep_completed_ms is not None:
             data["keep_completed_ms"] = self.keep_completed_ms
+        if self.headers:
+            data["headers"] = self.headers
         return json.dumps(data, separators=(",", ":")).encode() if data else b""
 
     @classmethod
@@ -71,7 +74,7 @@ class JobOptions:
             return NO_OPTIONS
         data = json.loads(raw)
         backoff = data.get("backoff")
-        return cls(tuple(backoff) if backoff else None, data.get("keep_completed_ms"))
+        return cls(tuple(backoff) if backoff else None, data.get("keep_completed_ms"), data.get("headers"))
 
 
 NO_OPTIONS = JobOptions()

@@ -12,6 +12,7 @@ from pyqueue.v1 import queue_pb2 as pb
 
 def job_to_pb(view: JobView) -> pb.Job:
     r = view.record
+    headers = JobOptions.decode(r.options).headers if r.options else None
     return pb.Job(
         id=r.id,
         type=r.type,
@@ -32,6 +33,7 @@ def job_to_pb(view: JobView) -> pb.Job:
         errors=r.errors,
         lost=r.lost,
         started_at_ms=r.started_ms if r.status == Status.IN_FLIGHT else 0,
+        headers=headers,
     )
 
 

@@ -242,4 +242,5 @@ def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:
         keep_completed_ms=job.keep_completed_ms if job.HasField("keep_completed_ms") else None,
         unique_key=job.unique_key,
         unique_scope=job.unique_scope,
+        headers=dict(job.headers) if job.headers else None,
     )

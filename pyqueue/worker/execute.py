@@ -10,6 +10,7 @@ The outcome is then a failed attempt with a `TimeLimitExceeded` error, retried b
 """
 
 import asyncio
+import contextvars
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -17,7 +18,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
+from pyqueue import tracing
 from pyqueue.app import JobFunction, Kill, Retry
+from pyqueue.client.job import Job
 
 
 class TimeLimitExceeded(Exception):
@@ -64,13 +67,24 @@ def thread_runner(
         if function.is_async:
             return await function.fn(*args, **kwargs)
         loop = asyncio.get_running_loop()
-        return await asyncio.shield(loop.run_in_executor(executor, lambda: function.fn(*args, **kwargs)))
+        context = contextvars.copy_context()  # the handler's thread sees the task's span
+        return await asyncio.shield(
+            loop.run_in_executor(executor, lambda: context.run(function.fn, *args, **kwargs))
+        )
 
     return run
 
 
-async def execute(run: Callable[[Any], Awaitable[Any]], payload: Any, timeout_ms: int) -> Outcome:
-    """Run one attempt; never raises for what the handler did."""
+async def execute(run: Callable[[Any], Awaitable[Any]], job: Job) -> Outcome:
+    """Run one attempt, in the job's trace when there is one; never raises for what the handler did."""
+    with tracing.handling(job) as span:
+        outcome = await _attempt(run, job.payload, job.timeout_ms)
+        if outcome.kind != "ok":
+            tracing.failed(span, outcome.kind, outcome.message)
+    return outcome
+
+
+async def _attempt(run: Callable[[Any], Awaitable[Any]], payload: Any, timeout_ms: int) -> Outcome:
     limit = asyncio.timeout(timeout_ms / 1000 if timeout_ms else None)
     try:
         async with limit:

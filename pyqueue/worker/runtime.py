@@ -191,7 +191,7 @@ class Worker:
             return
         started = time.perf_counter()
         try:
-            outcome = await execute(self._runner(function), job.payload, job.timeout_ms)
+            outcome = await execute(self._runner(function), job)
         finally:
             self._slots.release()  # the slot is free once the handler is; the answer waits outside it
         self.counts[outcome.kind] += 1

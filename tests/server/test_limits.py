@@ -57,6 +57,19 @@ CASES = [
         grpc.StatusCode.INVALID_ARGUMENT,
         "content type",
     ),
+    (
+        "too many headers",
+        [job(headers={f"h{i}": "v" for i in range(17)})],
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "limit is 16",
+    ),
+    (
+        "header value too long",
+        [job(headers={"traceparent": "x" * 1025})],
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "1024 bytes",
+    ),
+    ("empty header name", [job(headers={"": "v"})], grpc.StatusCode.INVALID_ARGUMENT, "header name"),
 ]
 
 

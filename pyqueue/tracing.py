@@ -1,0 +1,61 @@
+"""Trace context across the queue, when OpenTelemetry is installed (`pip install "pyqueue[otel]"`).
+
+An enqueue puts the caller's context (W3C `traceparent`, `tracestate`) into the job's headers. The
+worker runs the handler in a consumer span that continues that trace and links to the producer's
+span, so a trace shows the request that enqueued a job and the job's run together, however long
+the job waited. Without opentelemetry both steps do nothing.
+"""
+
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+try:
+    from opentelemetry import propagate, trace
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+    ENABLED = True
+except ImportError:  # the optional extra is not installed
+    ENABLED = False
+
+
+def inject(headers: MutableMapping[str, str]) -> None:
+    """Add the current trace context to a job's headers (nothing when no span is active)."""
+    if ENABLED:
+        propagate.inject(headers)
+
+
+@contextmanager
+def handling(job: Any) -> Iterator[Any]:
+    """The span a handler runs in: a child of the producer's context, linked to its span. Yields
+    the span (None without opentelemetry) so the caller can mark a failed attempt."""
+    if not ENABLED:
+        yield None
+        return
+    parent = propagate.extract(dict(job.headers))
+    producer = trace.get_current_span(parent).get_span_context()
+    tracer = trace.get_tracer("pyqueue")
+    with tracer.start_as_current_span(
+        f"{job.queue} process",
+        context=parent,
+        kind=SpanKind.CONSUMER,
+        links=[Link(producer)] if producer.is_valid else [],
+        attributes={
+            "messaging.system": "pyqueue",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": job.queue,
+            "messaging.message.id": str(job.id),
+            "pyqueue.job.type": job.type,
+            "pyqueue.job.attempt": job.attempts,
+        },
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        yield span
+
+
+def failed(span: Any, kind: str, message: str) -> None:
+    """Mark the handler's span as failed (an error, a time limit, a retry or a kill asked for)."""
+    if span is not None:
+        span.set_status(Status(StatusCode.ERROR, f"{kind}: {message}"))
+        span.set_attribute("pyqueue.outcome", kind)

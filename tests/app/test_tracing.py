@@ -1,0 +1,121 @@
+"""Trace context across the queue (OpenTelemetry installed): the job carries the caller's context,
+and the handler runs in a consumer span that continues the trace and links to the caller's span,
+with `pyqueue worker` (sync and async handlers) and with `drain()`."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import ServerProcess
+from opentelemetry import trace
+
+import pyqueue
+from pyqueue.testing import drain
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+import traced_app  # noqa: E402  (sets the SDK tracer provider of this process too)
+
+
+def lines(log: Path, n: int, timeout: float = 30) -> list[dict]:  # type: ignore[type-arg]
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+        if len(found) >= n:
+            return found
+        assert time.monotonic() < deadline, f"only {len(found)} of {n} handlers ran"
+        time.sleep(0.05)
+
+
+def test_pyqueue_worker_runs_handlers_in_the_callers_trace(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+    log = tmp_path / "trace.log"
+    traced_app.app.address = server.address
+    tracer = trace.get_tracer("test")
+    try:
+        with tracer.start_as_current_span("web request") as request:
+            traced_app.sync_handler.enqueue()
+            traced_app.async_handler.enqueue()
+        with pyqueue.Client(server.address) as client:
+            (job, *_) = client.list_jobs(queue="traced")
+            assert job.headers["traceparent"].split("-")[1] == format(
+                request.get_span_context().trace_id, "032x"
+            )
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "pyqueue", "worker", "traced_app:app"],
+            cwd=HERE,
+            env={**os.environ, "PYQUEUE_ADDRESS": server.address, "TRACE_LOG": str(log)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            ran = lines(log, 2)
+        finally:
+            worker.terminate()
+            worker.communicate(timeout=60)
+        context = request.get_span_context()
+        assert {r["handler"] for r in ran} == {"sync", "async"}
+        for r in ran:
+            assert r["trace_id"] == context.trace_id, r
+            assert r["parent"] == context.span_id and r["links"] == [context.span_id], r
+            assert r["name"] == "traced process" and r["kind"] == "SpanKind.CONSUMER", r
+    finally:
+        traced_app.app.close()
+        server.close()
+
+
+def test_drain_runs_handlers_in_the_callers_trace_and_without_one_in_a_new_trace(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+    traced_app.LOG = tmp_path / "trace.log"
+    traced_app.app.address = server.address
+    tracer = trace.get_tracer("test")
+    try:
+        with tracer.start_as_current_span("cli command") as command:
+            traced_app.sync_handler.enqueue()
+        traced_app.sync_handler.enqueue()  # no span around: a new trace, with no link
+        drain(traced_app.app)
+        first, second = lines(traced_app.LOG, 2)
+        assert first["trace_id"] == command.get_span_context().trace_id
+        assert first["links"] == [command.get_span_context().span_id]
+        assert (
+            second["trace_id"] not in (0, first["trace_id"])
+            and second["links"] == []
+            and second["parent"] is None
+        )
+    finally:
+        traced_app.app.close()
+        server.close()
+
+
+def test_without_opentelemetry_jobs_carry_no_trace_and_run_as_before(tmp_path: Path) -> None:
+    script = """
+import sys
+sys.modules["opentelemetry"] = None  # as if the extra were not installed
+import pyqueue
+from pyqueue import tracing
+from pyqueue.testing import drain, embedded_server
+assert not tracing.ENABLED
+app = pyqueue.App()
+ran = []
+@app.job()
+def work() -> None:
+    ran.append(1)
+with embedded_server() as address:
+    app.address = address
+    work.enqueue()
+    with pyqueue.Client(address) as client:
+        assert next(iter(client.list_jobs())).headers == {}
+    drain(app)
+    app.close()
+assert ran == [1]
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
