@@ -46,7 +46,8 @@ fmt: setup
 proto: setup
 	$(PY) scripts/gen_proto.py
 
-# Figures for the closing notes; the Celery comparison needs redis-server (apt) and celery[redis].
+# Figures for the closing notes (bench/README.md says what each script measures). The Celery
+# comparison, bench/python_side.py --celery, is run by hand: it needs redis-server and celery[redis].
 bench: build
 	$(BIN)/pytest bench -q --benchmark-only --benchmark-columns=median,iqr,ops,rounds
 	$(PY) bench/table.py $(if $(PEERS),--peers $(PEERS),)

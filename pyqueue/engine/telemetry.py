@@ -10,7 +10,7 @@ histogram between two increments; the next scrape is whole again.
 import bisect
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 # Seconds: from 0.5 ms (a buffered commit) to a minute (a queue that waited).
 SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -57,7 +57,7 @@ class Telemetry:
         self.job_wait_seconds: dict[str, Histogram] = {}
         self._lock = threading.Lock()  # the writer publishes, a scrape copies
 
-    def publish(self, events: Counter[tuple[str, str]], waits: dict[str, list[float]], jobs: int) -> None:
+    def publish(self, events: Mapping[tuple[str, str], int], waits: dict[str, list[float]], jobs: int) -> None:
         """One commit's worth, from the single writer."""
         if jobs:
             self.commit_jobs.observe(jobs)

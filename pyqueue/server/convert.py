@@ -12,8 +12,7 @@ from pyqueue.v1 import queue_pb2 as pb
 
 def job_to_pb(view: JobView) -> pb.Job:
     r = view.record
-    headers = JobOptions.decode(r.options).headers if r.options else None
-    return pb.Job(
+    message = pb.Job(
         id=r.id,
         type=r.type,
         queue=r.queue,
@@ -33,8 +32,12 @@ def job_to_pb(view: JobView) -> pb.Job:
         errors=r.errors,
         lost=r.lost,
         started_at_ms=r.started_ms if r.status == Status.IN_FLIGHT else 0,
-        headers=headers,
     )
+    if r.options:  # rare: only jobs with options (backoff, retention, headers) have any
+        headers = JobOptions.decode(r.options).headers
+        if headers:
+            message.headers.update(headers)
+    return message
 
 
 def error_to_pb(entry: ErrorEntry) -> pb.JobError:

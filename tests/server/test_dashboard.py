@@ -1,5 +1,5 @@
 """The web dashboard in a real browser (headless Chromium through Selenium): queues with counts,
-the job list with filters, a job's payload and error history, retry, delete, pause and resume
+the job list with filters and paging, a job's payload and error history, retry, delete, pause and resume
 behind a confirmation, the workers page; and its JSON API refusing what it must."""
 
 import json
@@ -82,6 +82,16 @@ def test_the_dashboard_shows_and_steers_the_queues(tmp_path, browser) -> None:  
             ).click()
             wait.until(EC.alert_is_present()).accept()
             wait.until(lambda _: not {q.name: q.paused for q in client.queues()}["media"])
+
+            # The job list pages by cursor.
+            browser.get(f"{base}#/jobs?queue=mail&limit=1")
+            wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-job="{dead.id}"]')))
+            browser.find_element(By.ID, "next-page").click()
+            wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-job="{doomed.id}"]')))
+            assert len(browser.find_elements(By.CSS_SELECTOR, "#jobs-table tbody tr[data-job]")) == 1
+            assert browser.find_elements(By.ID, "prev-page")
+            browser.get(base)
+            wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, 'tr[data-queue="mail"]')))
 
             # The job list, filtered to the dead jobs of mail, then the job's page.
             browser.find_element(By.LINK_TEXT, "mail").click()
