@@ -6,7 +6,7 @@ span, so a trace shows the request that enqueued a job and the job's run togethe
 the job waited. Without opentelemetry both steps do nothing.
 """
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,10 +19,14 @@ except ImportError:  # the optional extra is not installed
     ENABLED = False
 
 
-def inject(headers: MutableMapping[str, str]) -> None:
-    """Add the current trace context to a job's headers (nothing when no span is active)."""
-    if ENABLED:
-        propagate.inject(headers)
+def context_headers() -> dict[str, str] | None:
+    """The current trace context as job headers; None when no span is active (or no opentelemetry).
+    Taken once per enqueue call, for all its jobs: the jobs of one call share the caller's span."""
+    if not ENABLED or not trace.get_current_span().get_span_context().is_valid:
+        return None
+    headers: dict[str, str] = {}
+    propagate.inject(headers)
+    return headers
 
 
 @contextmanager

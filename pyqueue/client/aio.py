@@ -6,6 +6,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from pyqueue import tracing
 from pyqueue.client.aio_take import AsyncMultiTakeStream, AsyncTakeStream
 from pyqueue.client.batching import AsyncBatcher
 from pyqueue.client.client import (
@@ -101,7 +102,7 @@ class AsyncClient:
 
     async def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
         """Enqueue one job (the keyword options of Client.enqueue); concurrent calls share requests."""
-        message = [new_job_message({"type": type, "payload": payload, **options})]
+        message = [new_job_message({"type": type, "payload": payload, **options}, tracing.context_headers())]
         shard, _ = (await self.routes()).for_queue(message[0].queue)
         results = await (
             self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
@@ -109,7 +110,8 @@ class AsyncClient:
         return jobs_from(message, results)[0]
 
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
-        messages = [new_job_message(j) for j in jobs]
+        context = tracing.context_headers()
+        messages = [new_job_message(j, context) for j in jobs]
         routes = await self.routes()
         by_shard: dict[int, list[int]] = {}
         for i, message in enumerate(messages):

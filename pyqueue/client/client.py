@@ -41,7 +41,7 @@ def _seconds_ms(value: float | timedelta | None) -> int:
     return int(seconds * 1000)
 
 
-def new_job_message(spec: Mapping[str, Any]) -> pb.NewJob:
+def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None = None) -> pb.NewJob:
     """A NewJob from a mapping with `type` and optionally payload, queue, priority, run_at (datetime),
     delay (seconds or timedelta), max_retries, timeout (seconds), backoff ((base_s, exponent,
     jitter_s)), keep_completed (seconds), unique_key, unique_scope and headers (str to str, handed to
@@ -73,10 +73,10 @@ def new_job_message(spec: Mapping[str, Any]) -> pb.NewJob:
             raise ValueError(f"unique_scope {scope!r} is not one of {', '.join(SCOPES)}")
         message.unique_key = spec["unique_key"]
         message.unique_scope = SCOPES[scope]
-    headers = dict(spec.get("headers") or {})
-    tracing.inject(headers)
-    if headers:
-        message.headers.update(headers)
+    if context:  # the caller's trace context (tracing.context_headers), then the job's own headers
+        message.headers.update(context)
+    if spec.get("headers"):
+        message.headers.update(spec["headers"])
     return message
 
 
@@ -253,7 +253,7 @@ class Client:
             "unique_scope": unique_scope,
             "headers": headers,
         }
-        message = [new_job_message(spec)]
+        message = [new_job_message(spec, tracing.context_headers())]
         shard, _ = self.routes.for_queue(message[0].queue)
         results = self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
         return jobs_from(message, results)[0]
@@ -262,7 +262,8 @@ class Client:
         """Enqueue many jobs in one call, all or nothing. Each is a mapping with `type` and optionally
         `payload`, `queue`, `priority` and the keyword options of `enqueue`. On a sharded server,
         jobs for queues of several shards go in one call per shard: all or nothing per shard."""
-        messages = [new_job_message(j) for j in jobs]
+        context = tracing.context_headers()
+        messages = [new_job_message(j, context) for j in jobs]
         routes = self.routes
         by_shard: dict[int, list[int]] = {}
         for i, message in enumerate(messages):

@@ -57,7 +57,9 @@ class Telemetry:
         self.job_wait_seconds: dict[str, Histogram] = {}
         self._lock = threading.Lock()  # the writer publishes, a scrape copies
 
-    def publish(self, events: Mapping[tuple[str, str], int], waits: dict[str, list[float]], jobs: int) -> None:
+    def publish(
+        self, events: Mapping[tuple[str, str], int], waits: dict[str, list[float]], jobs: int
+    ) -> None:
         """One commit's worth, from the single writer."""
         if jobs:
             self.commit_jobs.observe(jobs)
