@@ -239,9 +239,7 @@ class AsyncTakeStream:
 
     @property
     def server_stopping(self) -> bool:
-        """The server said it is stopping: no job comes any more, and the jobs delivered here and
-        not yet taken will not be (they go back to the queue); the stream ends once the jobs
-        already taken are answered, or after a few seconds."""
+        """The server said it is stopping (see TakeStream.server_stopping)."""
         return self._stopping
 
     def _check_alive(self) -> None:
