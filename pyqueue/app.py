@@ -190,6 +190,7 @@ class App:
         self.address = address or default_address()
         self.batching = batching  # concurrent enqueues share calls (see pyqueue/client/batching.py)
         self.jobs: dict[str, JobFunction[Any, Any]] = {}
+        self.periodic_jobs: dict[str, dict[str, Any]] = {}  # name -> entry (Client.set_cron's shape)
         self.executor: Any = None  # the worker sets its thread pool here
         self._client: Client | None = None
         self._async_clients: dict[int, AsyncClient] = {}
@@ -260,6 +261,39 @@ class App:
             return function
 
         return register(fn) if fn is not None else register
+
+    def periodic(
+        self,
+        schedule: str,
+        *,
+        tz: str = "UTC",
+        name: str | None = None,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Callable[[JobFunction[P, R]], JobFunction[P, R]]:
+        """Run a job function on a cron schedule kept by the server: put it above `@app.job`.
+
+        `schedule` has 5 fields, or 6 with seconds first; `tz` is an IANA timezone. Each tick
+        enqueues the function with `args` and `kwargs` (checked against its signature now).
+        `pyqueue worker` declares the app's periodic jobs when it starts (idempotent, like a
+        config file; see `declare_periodic`), and the server enqueues each tick once, however
+        many workers run."""
+
+        def register(function: JobFunction[P, R]) -> JobFunction[P, R]:
+            if not isinstance(function, JobFunction):
+                raise TypeError("@app.periodic goes above @app.job (it needs a job function)")
+            entry = name or function.name
+            if entry in self.periodic_jobs:
+                raise ValueError(f"a periodic job named {entry!r} is already declared")
+            job = function.defaults.spec(function.name, function.payload(*args, **(kwargs or {})))
+            self.periodic_jobs[entry] = {"name": entry, "schedule": schedule, "timezone": tz, "job": job}
+            return function
+
+        return register
+
+    def declare_periodic(self) -> list[Any]:
+        """Send the app's periodic jobs to the server (what `pyqueue worker` does when it starts)."""
+        return self.client.set_cron(self.periodic_jobs.values()) if self.periodic_jobs else []
 
     def resolve(self, name: str) -> "JobFunction[Any, Any] | None":
         """The job function for a job type (subclasses may find them elsewhere)."""

@@ -3,6 +3,7 @@
 import click
 
 from pyqueue.cli.check import check, repair
+from pyqueue.cli.cron import cron
 from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
 from pyqueue.cli.steer import delete, jobs, pause, queues, resume, retry, update
@@ -35,5 +36,6 @@ main.add_command(repair)
 main.add_command(worker)
 main.add_command(workers)
 main.add_command(top)
+main.add_command(cron)
 for command in (jobs, queues, update, retry, delete, pause, resume):
     main.add_command(command)

@@ -13,6 +13,7 @@ from pyqueue.client.client import (
     CHANNEL_OPTIONS,
     MOVED_CODES,
     JobError,
+    cron_message,
     default_address,
     error_from_pb,
     jobs_from,
@@ -21,7 +22,7 @@ from pyqueue.client.client import (
 from pyqueue.client.enqueue_stream import AsyncStreamedEnqueues
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
-from pyqueue.client.steering import ChangeResult, QueueInfo, WorkerInfo, job_changes, job_filter
+from pyqueue.client.steering import ChangeResult, CronInfo, QueueInfo, WorkerInfo, job_changes, job_filter
 from pyqueue.errors import FailedPrecondition, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -179,6 +180,15 @@ class AsyncClient:
         """Every connected worker stream (on every shard), oldest first."""
         response = await self._call(self._stub.ListWorkers, pb.ListWorkersRequest())
         return [WorkerInfo.from_pb(w) for w in response.workers]
+
+    async def set_cron(self, entries: Iterable[Mapping[str, Any]]) -> list[CronInfo]:
+        """Declare periodic jobs (see Client.set_cron)."""
+        request = pb.SetCronRequest(entries=[cron_message(e) for e in entries])
+        return [CronInfo.from_pb(e) for e in (await self._call(self._stub.SetCron, request)).entries]
+
+    async def cron_entries(self) -> list[CronInfo]:
+        response = await self._call(self._stub.ListCron, pb.ListCronRequest())
+        return [CronInfo.from_pb(e) for e in response.entries]
 
     async def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""

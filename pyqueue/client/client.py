@@ -16,7 +16,16 @@ from pyqueue.client.batching import Batcher
 from pyqueue.client.enqueue_stream import StreamedEnqueues
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
-from pyqueue.client.steering import SCOPES, ChangeResult, QueueInfo, WorkerInfo, job_changes, job_filter
+from pyqueue.client.steering import (
+    CRON_ACTIONS,
+    SCOPES,
+    ChangeResult,
+    CronInfo,
+    QueueInfo,
+    WorkerInfo,
+    job_changes,
+    job_filter,
+)
 from pyqueue.client.take import MultiTakeStream, TakeStream
 from pyqueue.errors import FailedPrecondition, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
@@ -78,6 +87,20 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
     if spec.get("headers"):
         message.headers.update(spec["headers"])
     return message
+
+
+def cron_message(entry: Mapping[str, Any]) -> pb.CronEntry:
+    """A CronEntry from a mapping with `name`, `schedule`, `job` (a job spec, as for enqueue_many)
+    and optionally `timezone` (IANA; default UTC)."""
+    unknown = set(entry) - {"name", "schedule", "timezone", "job"}
+    if unknown:
+        raise TypeError(f"unknown periodic job fields: {', '.join(sorted(unknown))}")
+    return pb.CronEntry(
+        name=entry["name"],
+        schedule=entry["schedule"],
+        timezone=entry.get("timezone") or "UTC",
+        job=new_job_message(entry["job"]),
+    )
 
 
 _JOB_KEYS = {
@@ -368,6 +391,32 @@ class Client:
         """Every connected worker stream (on every shard), oldest first."""
         response = self._call(self._stub.ListWorkers, pb.ListWorkersRequest())
         return [WorkerInfo.from_pb(w) for w in response.workers]
+
+    # Periodic jobs.
+    def set_cron(self, entries: Iterable[Mapping[str, Any]]) -> list[CronInfo]:
+        """Declare periodic jobs, kept and timed by the server (see `cron_message` for the fields).
+        Idempotent: an entry that exists gets the new schedule, timezone and job, and keeps
+        whether it is paused and its last run."""
+        request = pb.SetCronRequest(entries=[cron_message(e) for e in entries])
+        return [CronInfo.from_pb(e) for e in self._call(self._stub.SetCron, request).entries]
+
+    def cron_entries(self) -> list[CronInfo]:
+        """Every periodic job, with its next and last run."""
+        return [CronInfo.from_pb(e) for e in self._call(self._stub.ListCron, pb.ListCronRequest()).entries]
+
+    def pause_cron(self, name: str) -> CronInfo:
+        return self._change_cron(name, "pause")
+
+    def resume_cron(self, name: str) -> CronInfo:
+        """Run again from the next tick (the ticks missed while paused are not caught up)."""
+        return self._change_cron(name, "resume")
+
+    def delete_cron(self, name: str) -> CronInfo:
+        return self._change_cron(name, "delete")
+
+    def _change_cron(self, name: str, action: str) -> CronInfo:
+        request = pb.ChangeCronRequest(name=name, action=CRON_ACTIONS[action])
+        return CronInfo.from_pb(self._call(self._stub.ChangeCron, request))
 
     def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""

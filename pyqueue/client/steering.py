@@ -125,6 +125,46 @@ class QueueInfo:
 
 
 @dataclass(frozen=True)
+class CronInfo:
+    """A periodic job as the server keeps it."""
+
+    name: str
+    schedule: str
+    timezone: str
+    type: str
+    queue: str
+    paused: bool
+    next_run: datetime | None
+    last_run: datetime | None
+
+    @classmethod
+    def from_pb(cls, message: pb.CronEntry) -> "CronInfo":
+        return cls(
+            message.name,
+            message.schedule,
+            message.timezone,
+            message.job.type,
+            message.job.queue,
+            message.paused,
+            _when(message.next_run_ms),
+            _when(message.last_run_ms),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["next_run"] = self.next_run.isoformat() if self.next_run else None
+        out["last_run"] = self.last_run.isoformat() if self.last_run else None
+        return out
+
+
+CRON_ACTIONS = {
+    "pause": pb.CRON_ACTION_PAUSE,
+    "resume": pb.CRON_ACTION_RESUME,
+    "delete": pb.CRON_ACTION_DELETE,
+}
+
+
+@dataclass(frozen=True)
 class WorkerInfo:
     """One connected worker stream, as the server sees it."""
 

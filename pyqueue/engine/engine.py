@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pyqueue import failpoints
-from pyqueue.engine import query, ranges, rebuild, recovery, requests
+from pyqueue.engine import cron, query, ranges, rebuild, recovery, requests
 from pyqueue.engine.alarm import AlarmClock, AlarmConfig
 from pyqueue.engine.committer import Committer
 from pyqueue.engine.consumer import Consumer
+from pyqueue.engine.cron import CronService
+from pyqueue.engine.cron_entry import CronEntry, check_schedule
 from pyqueue.engine.disk import DiskGuard
 from pyqueue.engine.dispatcher import Dispatcher
 from pyqueue.engine.errors import EngineError, InvalidArgument, NotFound
@@ -93,6 +95,7 @@ class Engine:
         self.memory.on_scheduled, self.memory.on_deadline, self.memory.on_expiring = (
             s.rearm for s in self.services
         )
+        self.cron = CronService(self._cron_tick, clock)
         self.disk = DiskGuard(getattr(store, "path", "."), config.min_free_bytes)
         self._committer: Committer | None = None
         self._rebuild: asyncio.Task[None] | None = None
@@ -126,9 +129,13 @@ class Engine:
             )
         if stale:
             log.info("returned %d jobs that were in flight at the last stop to ready", len(stale))
+        entries = cron.load(self.store)
         if services:
             for service in self.services:
                 service.start()
+            self.cron.start(entries)
+        else:
+            self.cron.entries = entries
         self._rebuild = loop.create_task(self._rebuild_memory(), name="pyqueue-rebuild")
 
     async def _rebuild_memory(self) -> None:
@@ -179,6 +186,7 @@ class Engine:
         """Finish what was submitted, then stop the writer. The store is the caller's to close."""
         for service in self.services:
             await service.stop()
+        await self.cron.stop()
         if self._rebuild is not None and not self._rebuild.done():
             await asyncio.gather(self._rebuild, return_exceptions=True)
         if self._background:
@@ -381,6 +389,45 @@ class Engine:
             total.done.extend(outcome.done)
             total.rejected.extend(outcome.rejected)
         return total
+
+    # Periodic jobs (cron.py).
+    def cron_entry(self, name: str, schedule: str, timezone: str, job: NewJob) -> CronEntry:
+        """Validate one periodic job (its job through `new_job` first)."""
+        self.config.limits.check_name("periodic job name", name)
+        check_schedule(schedule, timezone)
+        return CronEntry(name, schedule, timezone or "UTC", job)
+
+    async def set_cron(self, entries: Sequence[CronEntry]) -> list[CronEntry]:
+        if len({e.name for e in entries}) != len(entries):
+            raise InvalidArgument("two periodic jobs with the same name in one request")
+        saved: list[CronEntry] = await self._submit(requests.SetCron(entries))
+        for entry in saved:
+            self.cron.changed(entry)
+        return saved
+
+    async def change_cron(self, name: str, action: str) -> CronEntry:
+        if action not in ("pause", "resume", "delete"):
+            raise InvalidArgument(f"unknown action {action!r}: pause, resume or delete")
+        entry: CronEntry = await self._submit(requests.ChangeCron(name, action))
+        self.cron.changed(entry, deleted=action == "delete")
+        return entry
+
+    def list_cron(self) -> list[CronEntry]:
+        return sorted(self.cron.entries.values(), key=lambda e: e.name)
+
+    async def _cron_tick(self, entry: CronEntry, tick_ms: int, missed: int) -> int | None:
+        """Enqueue one tick's job; its headers say which entry and tick, and what was missed."""
+        options = JobOptions.decode(entry.job.options)
+        headers = {**(options.headers or {}), "pyqueue-cron": entry.name, "pyqueue-cron-tick": str(tick_ms)}
+        if missed:
+            headers["pyqueue-cron-missed"] = str(missed)
+        job = dataclasses.replace(
+            entry.job, run_at_ms=0, options=dataclasses.replace(options, headers=headers).encode()
+        )
+        created: list[tuple[int, bool]] | None = await self._submit(
+            requests.CronTick(entry.name, tick_ms, job, self.ids, self.memory)
+        )
+        return created[0][0] if created else None
 
     async def set_paused(self, queue: str, paused: bool) -> None:
         self.config.limits.check_name("queue", queue)

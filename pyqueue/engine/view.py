@@ -61,6 +61,7 @@ class BatchView:
         # For metrics (telemetry.py): (event, queue) counts and ready-to-delivered waits.
         self.events: defaultdict[tuple[str, str], int] = defaultdict(int)  # faster than a Counter
         self.waits: dict[str, list[float]] = {}
+        self._meta: dict[bytes, bytes | None] = {}
 
     def records(self, job_ids: Sequence[int]) -> list[JobRecord | None]:
         seen, cached = self._seen, self._cache.records
@@ -152,6 +153,20 @@ class BatchView:
     def set_unique(self, key: str, job_id: int) -> None:
         self.batch.put(Family.INDEX, keys.unique_key(key), job_id.to_bytes(8, "big"))
         self._unique[key] = job_id
+
+    def get_meta(self, key: bytes) -> bytes | None:
+        """A server metadata value as this batch leaves it (an earlier request may have set it)."""
+        if key in self._meta:
+            return self._meta[key]
+        return self.store.get(Family.DATA, key)
+
+    def put_meta(self, key: bytes, value: bytes | None) -> None:
+        """Set (None: delete) a server metadata value in this batch."""
+        self._meta[key] = value
+        if value is None:
+            self.batch.delete(Family.DATA, key)
+        else:
+            self.batch.put(Family.DATA, key, value)
 
     @property
     def jobs_changed(self) -> int:

@@ -2,6 +2,7 @@
 
 import grpc
 
+from pyqueue.engine.cron_entry import CronEntry
 from pyqueue.engine.errors import InvalidArgument
 from pyqueue.engine.model import Changes, ErrorEntry, JobView, Outcome
 from pyqueue.engine.query import Bounds, JobFilter
@@ -127,3 +128,26 @@ def change_response(outcome: Outcome) -> pb.ChangeResponse:
 def enqueue_refusal(code: grpc.StatusCode, message: str) -> pb.EnqueueResponse:
     """A refused request on EnqueueStream: answered in-band, the stream goes on."""
     return pb.EnqueueResponse(error=pb.Refusal(code=code.name, message=message))
+
+
+def cron_to_pb(entry: CronEntry) -> pb.CronEntry:
+    job = entry.job
+    message = pb.CronEntry(
+        name=entry.name,
+        schedule=entry.schedule,
+        timezone=entry.timezone,
+        job=pb.NewJob(
+            type=job.type,
+            queue=job.queue,
+            priority=job.priority,
+            payload=job.payload,
+            content_type=job.content_type,
+            timeout_ms=job.timeout_ms,
+        ),
+        paused=entry.paused,
+        next_run_ms=0 if entry.paused else entry.next_tick_ms(),
+        last_run_ms=entry.last_tick_ms,
+    )
+    if job.max_retries >= 0:
+        message.job.max_retries = job.max_retries
+    return message

@@ -198,6 +198,42 @@ class Router(pb_grpc.QueueServicer):
         )
 
     @answered
+    async def SetCron(self, request: pb.SetCronRequest, context: Context) -> pb.ListCronResponse:
+        """Each entry goes to the shard that owns its job's queue."""
+        by_shard: dict[int, list[pb.CronEntry]] = {}
+        for entry in request.entries:
+            by_shard.setdefault(self.topology.shard_of_queue(entry.job.queue or "default"), []).append(entry)
+        answers = await asyncio.gather(
+            *(self._forward(s, "SetCron", pb.SetCronRequest(entries=e), context) for s, e in by_shard.items())
+        )
+        return pb.ListCronResponse(
+            entries=sorted((e for a in answers for e in a.entries), key=lambda e: e.name)
+        )
+
+    @answered
+    async def ListCron(self, request: pb.ListCronRequest, context: Context) -> pb.ListCronResponse:
+        answers = await self._fan_out(list(range(self.topology.shards)), "ListCron", request, context)
+        return pb.ListCronResponse(
+            entries=sorted((e for a in answers for e in a.entries), key=lambda e: e.name)
+        )
+
+    @answered
+    async def ChangeCron(self, request: pb.ChangeCronRequest, context: Context) -> pb.CronEntry:
+        """The entry lives on one shard; the others do not know the name."""
+        for shard in range(self.topology.shards):
+            try:
+                entry: pb.CronEntry = await self.stubs[shard].ChangeCron(
+                    request, timeout=context.time_remaining()
+                )
+                return entry
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.NOT_FOUND:
+                    await context.abort(exc.code(), exc.details() or "")
+        await context.abort(
+            grpc.StatusCode.NOT_FOUND, f"no periodic job named {request.name!r} (see `pyqueue cron`)"
+        )
+
+    @answered
     async def Metrics(self, request: pb.MetricsRequest, context: Context) -> pb.MetricsResponse:
         return pb.MetricsResponse(text=(await self.metrics_text()).decode())
 

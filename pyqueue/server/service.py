@@ -11,6 +11,7 @@ from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import (
     change_response,
     changes_from_pb,
+    cron_to_pb,
     enqueue_refusal,
     error_to_pb,
     filter_from_pb,
@@ -206,6 +207,35 @@ class QueueService(pb_grpc.QueueServicer):
         return pb.ListWorkersResponse(workers=[s.describe(shard) for s in streams if s.consumer is not None])
 
     @answered
+    async def SetCron(self, request: pb.SetCronRequest, context: Context) -> pb.ListCronResponse:
+        engine = self.engine
+        try:
+            entries = []
+            for i, entry in enumerate(request.entries):
+                self._check_owner(entry.job.queue)
+                entries.append(
+                    engine.cron_entry(
+                        entry.name, entry.schedule, entry.timezone, _new_job(engine, i, entry.job)
+                    )
+                )
+            saved = await engine.set_cron(entries)
+        except EngineError as exc:
+            await abort(context, exc)
+        return pb.ListCronResponse(entries=[cron_to_pb(e) for e in saved])
+
+    @answered
+    async def ListCron(self, request: pb.ListCronRequest, context: Context) -> pb.ListCronResponse:
+        return pb.ListCronResponse(entries=[cron_to_pb(e) for e in self.engine.list_cron()])
+
+    @answered
+    async def ChangeCron(self, request: pb.ChangeCronRequest, context: Context) -> pb.CronEntry:
+        try:
+            entry = await self.engine.change_cron(request.name, _CRON_ACTIONS.get(request.action, ""))
+        except EngineError as exc:
+            await abort(context, exc)
+        return cron_to_pb(entry)
+
+    @answered
     async def Metrics(self, request: pb.MetricsRequest, context: Context) -> pb.MetricsResponse:
         return pb.MetricsResponse(text=(await self.metrics_text()).decode())
 
@@ -222,6 +252,13 @@ class QueueService(pb_grpc.QueueServicer):
             stream.end()
         for answering in tuple(self.enqueue_streams):  # idle between requests: end them now
             answering.end()
+
+
+_CRON_ACTIONS = {
+    pb.CRON_ACTION_PAUSE: "pause",
+    pb.CRON_ACTION_RESUME: "resume",
+    pb.CRON_ACTION_DELETE: "delete",
+}
 
 
 def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:

@@ -65,6 +65,25 @@ UNIQUE_SCOPE_EXISTS: UniqueScope.ValueType  # 2
 """Until the job is purged (completed jobs count while they are kept)."""
 Global___UniqueScope: _TypeAlias = UniqueScope  # noqa: Y015
 
+class _CronAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CronActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CronAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CRON_ACTION_UNSPECIFIED: _CronAction.ValueType  # 0
+    CRON_ACTION_PAUSE: _CronAction.ValueType  # 1
+    CRON_ACTION_RESUME: _CronAction.ValueType  # 2
+    CRON_ACTION_DELETE: _CronAction.ValueType  # 3
+
+class CronAction(_CronAction, metaclass=_CronActionEnumTypeWrapper): ...
+
+CRON_ACTION_UNSPECIFIED: CronAction.ValueType  # 0
+CRON_ACTION_PAUSE: CronAction.ValueType  # 1
+CRON_ACTION_RESUME: CronAction.ValueType  # 2
+CRON_ACTION_DELETE: CronAction.ValueType  # 3
+Global___CronAction: _TypeAlias = CronAction  # noqa: Y015
+
 @_typing.final
 class TopologyRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -1075,6 +1094,128 @@ class RetryJobsRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RetryJobsRequest: _TypeAlias = RetryJobsRequest  # noqa: Y015
+
+@_typing.final
+class CronEntry(_message.Message):
+    """A periodic job: every tick of `schedule` (5 cron fields, or 6 with seconds first) in
+    `timezone` (IANA; empty: UTC) enqueues `job` once. After downtime one catch-up job is enqueued
+    for the latest missed tick. Each tick's job carries the headers pyqueue-cron (the name),
+    pyqueue-cron-tick (the tick, ms) and, after downtime, pyqueue-cron-missed (ticks skipped).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    TIMEZONE_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
+    NEXT_RUN_MS_FIELD_NUMBER: _builtins.int
+    LAST_RUN_MS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    schedule: _builtins.str
+    timezone: _builtins.str
+    paused: _builtins.bool
+    """Set by the server (ignored by SetCron):"""
+    next_run_ms: _builtins.int
+    last_run_ms: _builtins.int
+    @_builtins.property
+    def job(self) -> Global___NewJob: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        schedule: _builtins.str = ...,
+        timezone: _builtins.str = ...,
+        job: Global___NewJob | None = ...,
+        paused: _builtins.bool = ...,
+        next_run_ms: _builtins.int = ...,
+        last_run_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "last_run_ms", b"last_run_ms", "name", b"name", "next_run_ms", b"next_run_ms", "paused", b"paused", "schedule", b"schedule", "timezone", b"timezone"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CronEntry: _TypeAlias = CronEntry  # noqa: Y015
+
+@_typing.final
+class SetCronRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___CronEntry]: ...
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[Global___CronEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetCronRequest: _TypeAlias = SetCronRequest  # noqa: Y015
+
+@_typing.final
+class ListCronRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCronRequest: _TypeAlias = ListCronRequest  # noqa: Y015
+
+@_typing.final
+class ListCronResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___CronEntry]: ...
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[Global___CronEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCronResponse: _TypeAlias = ListCronResponse  # noqa: Y015
+
+@_typing.final
+class ChangeCronRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    action: Global___CronAction.ValueType
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        action: Global___CronAction.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChangeCronRequest: _TypeAlias = ChangeCronRequest  # noqa: Y015
 
 @_typing.final
 class MetricsRequest(_message.Message):

@@ -84,6 +84,21 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.MetricsRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.MetricsResponse.FromString,
                 _registered_method=True)
+        self.SetCron = channel.unary_unary(
+                '/pyqueue.v1.Queue/SetCron',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.SetCronRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListCronResponse.FromString,
+                _registered_method=True)
+        self.ListCron = channel.unary_unary(
+                '/pyqueue.v1.Queue/ListCron',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.ListCronRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListCronResponse.FromString,
+                _registered_method=True)
+        self.ChangeCron = channel.unary_unary(
+                '/pyqueue.v1.Queue/ChangeCron',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.ChangeCronRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.CronEntry.FromString,
+                _registered_method=True)
         self.UpdateJobs = channel.unary_unary(
                 '/pyqueue.v1.Queue/UpdateJobs',
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.UpdateJobsRequest.SerializeToString,
@@ -193,6 +208,26 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetCron(self, request, context):
+        """Periodic jobs kept by the server. SetCron upserts entries as declared (idempotent): schedule,
+        timezone and job change; whether an entry is paused, and its last tick, stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCron(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChangeCron(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UpdateJobs(self, request, context):
         """Change jobs that wait (scheduled or ready): by id, or every job matching a filter.
         """
@@ -291,6 +326,21 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.Metrics,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.MetricsRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.MetricsResponse.SerializeToString,
+            ),
+            'SetCron': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetCron,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.SetCronRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ListCronResponse.SerializeToString,
+            ),
+            'ListCron': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCron,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListCronRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ListCronResponse.SerializeToString,
+            ),
+            'ChangeCron': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeCron,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ChangeCronRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.CronEntry.SerializeToString,
             ),
             'UpdateJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateJobs,
@@ -593,6 +643,87 @@ class Queue:
             '/pyqueue.v1.Queue/Metrics',
             pyqueue_dot_v1_dot_queue__pb2.MetricsRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.MetricsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetCron(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/SetCron',
+            pyqueue_dot_v1_dot_queue__pb2.SetCronRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ListCronResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCron(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/ListCron',
+            pyqueue_dot_v1_dot_queue__pb2.ListCronRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ListCronResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeCron(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/ChangeCron',
+            pyqueue_dot_v1_dot_queue__pb2.ChangeCronRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.CronEntry.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,12 @@ class QueueStub:
     """Every connected worker stream (on every shard, through the public address), oldest first."""
     Metrics: _grpc.UnaryUnaryMultiCallable[_queue_pb2.MetricsRequest, _queue_pb2.MetricsResponse]
     """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
+    SetCron: _grpc.UnaryUnaryMultiCallable[_queue_pb2.SetCronRequest, _queue_pb2.ListCronResponse]
+    """Periodic jobs kept by the server. SetCron upserts entries as declared (idempotent): schedule,
+    timezone and job change; whether an entry is paused, and its last tick, stay.
+    """
+    ListCron: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListCronRequest, _queue_pb2.ListCronResponse]
+    ChangeCron: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ChangeCronRequest, _queue_pb2.CronEntry]
     UpdateJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.UpdateJobsRequest, _queue_pb2.ChangeResponse]
     """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
     RetryJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.RetryJobsRequest, _queue_pb2.ChangeResponse]
@@ -107,6 +113,12 @@ class QueueAsyncStub(QueueStub):
     """Every connected worker stream (on every shard, through the public address), oldest first."""
     Metrics: _aio.UnaryUnaryMultiCallable[_queue_pb2.MetricsRequest, _queue_pb2.MetricsResponse]  # type: ignore[assignment]
     """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
+    SetCron: _aio.UnaryUnaryMultiCallable[_queue_pb2.SetCronRequest, _queue_pb2.ListCronResponse]  # type: ignore[assignment]
+    """Periodic jobs kept by the server. SetCron upserts entries as declared (idempotent): schedule,
+    timezone and job change; whether an entry is paused, and its last tick, stay.
+    """
+    ListCron: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListCronRequest, _queue_pb2.ListCronResponse]  # type: ignore[assignment]
+    ChangeCron: _aio.UnaryUnaryMultiCallable[_queue_pb2.ChangeCronRequest, _queue_pb2.CronEntry]  # type: ignore[assignment]
     UpdateJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.UpdateJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
     """Change jobs that wait (scheduled or ready): by id, or every job matching a filter."""
     RetryJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.RetryJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
@@ -213,6 +225,30 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.MetricsResponse, _abc.Awaitable[_queue_pb2.MetricsResponse]]:
         """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
+
+    @_abc_1.abstractmethod
+    def SetCron(
+        self,
+        request: _queue_pb2.SetCronRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ListCronResponse, _abc.Awaitable[_queue_pb2.ListCronResponse]]:
+        """Periodic jobs kept by the server. SetCron upserts entries as declared (idempotent): schedule,
+        timezone and job change; whether an entry is paused, and its last tick, stay.
+        """
+
+    @_abc_1.abstractmethod
+    def ListCron(
+        self,
+        request: _queue_pb2.ListCronRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ListCronResponse, _abc.Awaitable[_queue_pb2.ListCronResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ChangeCron(
+        self,
+        request: _queue_pb2.ChangeCronRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.CronEntry, _abc.Awaitable[_queue_pb2.CronEntry]]: ...
 
     @_abc_1.abstractmethod
     def UpdateJobs(

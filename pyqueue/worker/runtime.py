@@ -31,7 +31,7 @@ from typing import Any
 
 from pyqueue.app import App, JobFunction
 from pyqueue.client import AsyncClient, AsyncTakeStream, Job
-from pyqueue.errors import PyQueueError
+from pyqueue.errors import PyQueueError, Unavailable
 from pyqueue.worker.execute import Outcome, execute, thread_runner
 from pyqueue.worker.pool import ProcessPool
 
@@ -106,6 +106,8 @@ class Worker:
             self.config.pool,
             self.app.address,
         )
+        if self.app.periodic_jobs and not await self._declare_periodic():
+            return 2
         summary = loop.create_task(self._summaries()) if self.config.summary_s > 0 else None
         try:
             await self._serve()
@@ -117,6 +119,26 @@ class Worker:
             self.app.executor.shutdown(wait=False, cancel_futures=True)
         log.info("worker stopped: %s", self._summary())
         return 0
+
+    async def _declare_periodic(self) -> bool:
+        """Send the app's periodic jobs to the server (waiting for it); False if it refuses them."""
+        delay = 0.1
+        while not self.stopping.is_set():
+            try:
+                async with AsyncClient(self.app.address) as client:
+                    declared = await client.set_cron(self.app.periodic_jobs.values())
+                log.info("declared %d periodic jobs: %s", len(declared), ", ".join(e.name for e in declared))
+                return True
+            except Unavailable as exc:
+                log.warning(
+                    "cannot reach the server to declare periodic jobs (%s); again in %.1fs", exc, delay
+                )
+                await _sleep_unless(self.stopping, delay)
+                delay = min(delay * 2, self.config.reconnect_max_s)
+            except PyQueueError as exc:
+                log.critical("the server refused the app's periodic jobs: %s: %s", exc.code.name, exc)
+                return False
+        return True
 
     async def _serve(self) -> None:
         delay = 0.1

@@ -11,6 +11,7 @@ in-memory sets mere hints.
 """
 
 from pyqueue.engine.requests.base import Request, Transitions, check_lease, write_error
+from pyqueue.engine.requests.cron import ChangeCron, CronTick, SetCron
 from pyqueue.engine.requests.handback import HandBack
 from pyqueue.engine.requests.producers import Enqueue
 from pyqueue.engine.requests.steering import DeleteJobs, PauseQueue, RetryJobs, UpdateJobs
@@ -19,7 +20,9 @@ from pyqueue.engine.requests.workers import Ack, Claim, Fail, Holder, SetDeadlin
 
 __all__ = [
     "Ack",
+    "ChangeCron",
     "Claim",
+    "CronTick",
     "DeleteJobs",
     "Enqueue",
     "Fail",
@@ -30,6 +33,7 @@ __all__ = [
     "Purge",
     "Request",
     "RetryJobs",
+    "SetCron",
     "SetDeadlines",
     "Snapshot",
     "Timeout",

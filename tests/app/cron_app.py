@@ -1,0 +1,11 @@
+"""An app with a periodic job (for tests/app/test_cron.py): a beat every second, kept by the server."""
+
+import pyqueue
+
+app = pyqueue.App()
+
+
+@app.periodic("* * * * * *")
+@app.job(queue="cron", name="beat")
+def beat() -> None:
+    pass
