@@ -10,6 +10,7 @@ from pyqueue.client import AsyncClient, ChangeResult, Client, Job, JobError, Que
 from pyqueue.errors import (
     FailedPrecondition,
     InvalidArgument,
+    JobFailed,
     NotFound,
     PyQueueError,
     ResourceExhausted,
@@ -27,6 +28,7 @@ __all__ = [
     "InvalidArgument",
     "Job",
     "JobError",
+    "JobFailed",
     "JobFunction",
     "Kill",
     "NotFound",

@@ -61,6 +61,7 @@ class Options:
     run_at: datetime | None = None
     unique: bool | Callable[..., str] = False
     unique_scope: str = "queued"
+    keep_result: float | None = None  # keep the return value this many seconds (job.result())
 
     def spec(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -73,6 +74,8 @@ class Options:
             "delay": self.delay,
             "run_at": self.run_at,
         }
+        if self.keep_result is not None:
+            spec["keep_result"] = self.keep_result
         if self.unique:
             if callable(self.unique):
                 key = self.unique(*payload["args"], **payload["kwargs"])
@@ -116,7 +119,7 @@ class JobFunction(Generic[P, R]):
 
     def options(self, **changes: Any) -> "BoundJob[P, R]":
         """The same job with other options for the next enqueue: delay, run_at, priority, queue,
-        retries, timeout, unique, unique_scope."""
+        retries, timeout, unique, unique_scope, keep_result."""
         return BoundJob(self, replace(self.defaults, **changes))
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
@@ -186,8 +189,11 @@ class App:
 
     The address comes from the argument, else PYQUEUE_ADDRESS, else 127.0.0.1:7411."""
 
-    def __init__(self, address: str | None = None, *, batching: bool = True) -> None:
+    def __init__(
+        self, address: str | None = None, *, batching: bool = True, keep_result: float | None = None
+    ) -> None:
         self.address = address or default_address()
+        self.keep_result = keep_result  # the default of its job functions (seconds; None: no result kept)
         self.batching = batching  # concurrent enqueues share calls (see pyqueue/client/batching.py)
         self.jobs: dict[str, JobFunction[Any, Any]] = {}
         self.periodic_jobs: dict[str, dict[str, Any]] = {}  # name -> entry (Client.set_cron's shape)
@@ -227,6 +233,7 @@ class App:
         timeout: float | None = None,
         unique: bool | Callable[..., str] = False,
         unique_scope: str = "queued",
+        keep_result: float | None = None,
     ) -> "JobDecorator": ...
 
     def job(
@@ -241,8 +248,11 @@ class App:
         timeout: float | None = None,
         unique: bool | Callable[..., str] = False,
         unique_scope: str = "queued",
+        keep_result: float | None = None,
     ) -> Any:
-        """Declare a job type. Its name defaults to the function's import path (module.qualname)."""
+        """Declare a job type. Its name defaults to the function's import path (module.qualname).
+        `keep_result` (seconds; default the app's) keeps each run's return value for
+        `job.result()`."""
         options = Options(
             queue=queue,
             priority=priority,
@@ -250,6 +260,7 @@ class App:
             timeout=timeout,
             unique=unique,
             unique_scope=unique_scope,
+            keep_result=keep_result if keep_result is not None else self.keep_result,
         )
 
         def register(f: Callable[..., Any]) -> JobFunction[Any, Any]:

@@ -39,6 +39,16 @@ class Unavailable(PyQueueError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class JobFailed(Exception):
+    """Raised by `result()` for a job that is dead: its last error is the message."""
+
+    def __init__(self, job_id: int, message: str, error_type: str = "") -> None:
+        super().__init__(f"job {job_id} is dead: {error_type + ': ' if error_type else ''}{message}")
+        self.job_id = job_id
+        self.error = message
+        self.error_type = error_type
+
+
 _BY_CODE: dict[grpc.StatusCode, type[PyQueueError]] = {
     cls.code: cls for cls in (InvalidArgument, NotFound, FailedPrecondition, ResourceExhausted, Unavailable)
 }

@@ -16,6 +16,7 @@ With pytest, `pytest_plugins = ["pyqueue.testing"]` gives the `pyqueue_server` f
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -145,7 +146,7 @@ def drain(app: App, queues: list[str] | None = None, *, idle_s: float = 0.2) -> 
                     )
                 else:
                     result.ran.append(job)
-                    job.ack()
+                    job.ack(json.loads(outcome.result) if outcome.result else None)
 
 
 try:

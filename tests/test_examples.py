@@ -1,5 +1,6 @@
 """Every example runs as written."""
 
+import json
 import os
 import signal
 import subprocess
@@ -73,7 +74,8 @@ def test_django_tasks_run_on_pyqueue(server: ServerProcess, tmp_path: Path) -> N
     try:
         check = (
             "import django; django.setup(); from shop.tasks import send_receipt; "
-            "r = send_receipt.get_result(__import__('sys').argv[1]); print(r.status, r.attempts)"
+            "r = send_receipt.get_result(__import__('sys').argv[1]); "
+            "print(r.status, r.attempts, __import__('json').dumps(r.return_value if r.status == 'SUCCESSFUL' else None))"
         )
         deadline = time.monotonic() + 30
         while True:  # polls Django's own result API, the thing under test
@@ -89,7 +91,9 @@ def test_django_tasks_run_on_pyqueue(server: ServerProcess, tmp_path: Path) -> N
             if out.stdout.split()[0] == "SUCCESSFUL" or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        assert out.stdout.split() == ["SUCCESSFUL", "1"]
+        status, attempts, returned = out.stdout.split(maxsplit=2)
+        assert (status, attempts) == ("SUCCESSFUL", "1")
+        assert json.loads(returned) == {"order": 42, "sent_to": "ada@example.com"}
         assert outbox.read_text() == "receipt for order 42 to ada@example.com\n"
     finally:
         worker.send_signal(signal.SIGTERM)

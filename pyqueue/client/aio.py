@@ -1,5 +1,6 @@
 """`AsyncClient`: the Client's mirror for asyncio applications (FastAPI, aiohttp) and the worker."""
 
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -11,6 +12,7 @@ from pyqueue.client.aio_take import AsyncMultiTakeStream, AsyncTakeStream
 from pyqueue.client.batching import AsyncBatcher
 from pyqueue.client.client import (
     CHANNEL_OPTIONS,
+    MAX_WAIT_S,
     MOVED_CODES,
     JobError,
     cron_message,
@@ -18,6 +20,7 @@ from pyqueue.client.client import (
     error_from_pb,
     jobs_from,
     new_job_message,
+    result_of,
 )
 from pyqueue.client.enqueue_stream import AsyncStreamedEnqueues
 from pyqueue.client.job import Job
@@ -128,6 +131,25 @@ class AsyncClient:
     async def get_job(self, job_id: int) -> Job:
         stub = (await self.routes()).for_job(job_id)
         return Job.from_pb(await self._call(stub.GetJob, pb.GetJobRequest(id=job_id)))
+
+    async def wait_job(self, job_id: int, timeout: float | None = None) -> Job:
+        """The job once it is completed or dead, or as it is after `timeout` (see Client.wait_job)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        stub = (await self.routes()).for_job(job_id)
+        while True:
+            left = MAX_WAIT_S if deadline is None else max(0.0, min(MAX_WAIT_S, deadline - time.monotonic()))
+            request = pb.WaitJobRequest(id=job_id, timeout_ms=int(left * 1000))
+            try:
+                job = Job.from_pb(await stub.WaitJob(request, timeout=left + self.timeout))
+            except grpc.aio.AioRpcError as exc:
+                raise from_rpc_error(exc) from None
+            if job.status in ("completed", "dead") or (deadline is not None and time.monotonic() >= deadline):
+                return job
+
+    async def result(self, job_id: int, timeout: float | None = None) -> Any:
+        """The job's result once it completed (see Client.result)."""
+        job = await self.wait_job(job_id, timeout)
+        return result_of(job, await self.job_errors(job_id) if job.status == "dead" else ())
 
     async def job_errors(self, job_id: int) -> list[JobError]:
         stub = (await self.routes()).for_job(job_id)

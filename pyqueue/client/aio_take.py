@@ -110,13 +110,14 @@ class AsyncTakeStream:
         if self._closed:
             raise Unavailable("the take stream is closed")
 
-    def ack(self, job: Job) -> "asyncio.Future[None]":
+    def ack(self, job: Job, result: bytes | None = None) -> "asyncio.Future[None]":
+        """Complete the job; `result` is its return value as JSON (kept if the job asked for it)."""
         self._check_open()
         if job.id in self._acks:  # answered already: the same answer
             return self._acks[job.id]
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._acks[job.id] = future
-        self._outbox.put_nowait(Acked(job.id, job.lease))
+        self._outbox.put_nowait(Acked(job.id, job.lease, result))
         return future
 
     def fail(

@@ -1,9 +1,10 @@
 """`Client`: enqueue jobs, look them up, and take them as a worker."""
 
+import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,7 +28,7 @@ from pyqueue.client.steering import (
     job_filter,
 )
 from pyqueue.client.take import MultiTakeStream, TakeStream
-from pyqueue.errors import FailedPrecondition, Unavailable, from_code_name, from_rpc_error
+from pyqueue.errors import FailedPrecondition, JobFailed, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -76,6 +77,8 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
         message.backoff.CopyFrom(pb.Backoff(base_s=base_s, exponent=exponent, jitter_s=jitter_s))
     if spec.get("keep_completed") is not None:
         message.keep_completed_ms = _seconds_ms(spec["keep_completed"])
+    if spec.get("keep_result") is not None:
+        message.keep_result_ms = _seconds_ms(spec["keep_result"])
     if spec.get("unique_key"):
         scope = spec.get("unique_scope", "queued")
         if scope not in SCOPES:
@@ -87,6 +90,22 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
     if spec.get("headers"):
         message.headers.update(spec["headers"])
     return message
+
+
+MAX_WAIT_S = 60.0  # one WaitJob call (the server's cap)
+
+
+def result_of(job: Job, history: "Sequence[JobError]" = ()) -> Any:
+    """A waited-for job's result, or the matching exception (shared by both clients); `history`
+    is the job's error history when it is dead."""
+    if job.status == "completed":
+        return json.loads(job._result) if job._result else None
+    if job.status == "dead":
+        last = history[-1] if history else None
+        raise JobFailed(
+            job.id, last.message if last else "no error recorded", last.error_type if last else ""
+        )
+    raise TimeoutError(f"job {job.id} is still {job.status}")
 
 
 def cron_message(entry: Mapping[str, Any]) -> pb.CronEntry:
@@ -117,6 +136,7 @@ _JOB_KEYS = {
     "unique_key",
     "unique_scope",
     "headers",
+    "keep_result",
 }
 
 
@@ -149,7 +169,9 @@ def error_from_pb(e: pb.JobError) -> "JobError":
     )
 
 
-def jobs_from(messages: list[pb.NewJob], results: list[pb.Enqueued]) -> list[Job]:
+def jobs_from(
+    messages: list[pb.NewJob], results: list[pb.Enqueued], client: "Client | None" = None
+) -> list[Job]:
     now_ms = time.time() * 1000
     return [
         Job(
@@ -165,6 +187,8 @@ def jobs_from(messages: list[pb.NewJob], results: list[pb.Enqueued]) -> list[Job
             updated_at=None,
             run_at=None,
             duplicate=e.duplicate,
+            wants_result=m.HasField("keep_result_ms"),
+            _client=client,
         )
         for e, m in zip(results, messages, strict=True)
     ]
@@ -251,6 +275,7 @@ class Client:
         unique_key: str | None = None,
         unique_scope: str = "queued",
         headers: Mapping[str, str] | None = None,
+        keep_result: float | timedelta | None = None,
     ) -> Job:
         """Enqueue one job; returns once it is committed (fsync'd in the default commit mode).
 
@@ -260,7 +285,8 @@ class Client:
         `unique_scope` ("queued": scheduled or ready; "active": also in flight; "exists": until it
         is purged): the existing job comes back, with `duplicate=True`. `headers` go to the worker
         with the job (`job.headers`); the current trace context joins them when opentelemetry is
-        installed."""
+        installed. With `keep_result` (seconds), the handler's return value is kept with the
+        completed job that long: `job.result(timeout=...)` waits for it."""
         spec = {
             "type": type,
             "payload": payload,
@@ -275,11 +301,12 @@ class Client:
             "unique_key": unique_key,
             "unique_scope": unique_scope,
             "headers": headers,
+            "keep_result": keep_result,
         }
         message = [new_job_message(spec, tracing.context_headers())]
         shard, _ = self.routes.for_queue(message[0].queue)
         results = self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
-        return jobs_from(message, results)[0]
+        return jobs_from(message, results, self)[0]
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Enqueue many jobs in one call, all or nothing. Each is a mapping with `type` and optionally
@@ -295,13 +322,36 @@ class Client:
         for shard, indexes in by_shard.items():
             for i, result in zip(indexes, self._send_to(shard, [messages[i] for i in indexes]), strict=True):
                 results[i] = result
-        return jobs_from(messages, [r for r in results if r is not None])
+        return jobs_from(messages, [r for r in results if r is not None], self)
 
     def _send_to(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
         return list(self._call(self.routes.stub(shard).Enqueue, pb.EnqueueRequest(jobs=messages)).jobs)
 
     def get_job(self, job_id: int) -> Job:
-        return Job.from_pb(self._call(self.routes.for_job(job_id).GetJob, pb.GetJobRequest(id=job_id)))
+        job = Job.from_pb(self._call(self.routes.for_job(job_id).GetJob, pb.GetJobRequest(id=job_id)))
+        job._client = self
+        return job
+
+    def wait_job(self, job_id: int, timeout: float | None = None) -> Job:
+        """The job once it is completed or dead, or as it is after `timeout` seconds (None: no
+        limit). The server answers when the job ends (a long wait, one call a minute at most)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        stub = self.routes.for_job(job_id)
+        while True:
+            left = MAX_WAIT_S if deadline is None else max(0.0, min(MAX_WAIT_S, deadline - time.monotonic()))
+            request = pb.WaitJobRequest(id=job_id, timeout_ms=int(left * 1000))
+            try:
+                job = Job.from_pb(stub.WaitJob(request, timeout=left + self.timeout))
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc) from None
+            if job.status in ("completed", "dead") or (deadline is not None and time.monotonic() >= deadline):
+                return job
+
+    def result(self, job_id: int, timeout: float | None = None) -> Any:
+        """The job's result once it completed (see Job.result); JobFailed if it is dead,
+        TimeoutError if it has not ended within `timeout` seconds."""
+        job = self.wait_job(job_id, timeout)
+        return result_of(job, self.job_errors(job_id) if job.status == "dead" else ())
 
     def job_errors(self, job_id: int) -> list[JobError]:
         """The job's error history, one entry per failed attempt, oldest first."""

@@ -1,5 +1,6 @@
 """`Job`: what the client shows of a job, and how a worker finishes one it took."""
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -8,6 +9,7 @@ from pyqueue.client import codec
 from pyqueue.v1 import queue_pb2 as pb
 
 if TYPE_CHECKING:
+    from pyqueue.client.client import Client
     from pyqueue.client.take import TakeStream
 
 STATUS_NAMES: dict[int, str] = {
@@ -48,6 +50,9 @@ class Job:
     unique_key: str = ""
     duplicate: bool = False  # from enqueue: a unique job that already existed
     headers: dict[str, str] = field(default_factory=dict)  # what the producer handed over
+    wants_result: bool = False  # enqueued with keep_result: the worker sends the return value
+    _result: bytes = field(default=b"", repr=False, compare=False)  # completed: the result, JSON
+    _client: "Client | None" = field(default=None, repr=False, compare=False)
     _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -73,17 +78,33 @@ class Job:
             started_at=_time(message.started_at_ms),
             unique_key=message.unique_key,
             headers=dict(message.headers) if message.headers else {},
+            wants_result=message.wants_result,
+            _result=message.result,
             _stream=stream,
         )
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The handler's return value, once the job completed: waits up to `timeout` seconds (None:
+        as long as it takes), woken by the server when the job ends, without polling. The job
+        must have been enqueued with `keep_result`. Raises JobFailed if the job is dead, and
+        TimeoutError if it has not ended in time. For a job of an AsyncClient, use
+        `await client.result(job.id)`."""
+        if self.status == "completed" and self._result:
+            return json.loads(self._result)
+        if self._client is None:
+            raise RuntimeError("this job has no Client to wait with: use client.result(job.id)")
+        return self._client.result(self.id, timeout)
 
     def _taken(self) -> "TakeStream":
         if self._stream is None:
             raise RuntimeError("only a job received from Client.take() can be acked or failed")
         return self._stream
 
-    def ack(self, *, wait: bool = True) -> None:
-        """Mark the job completed. With wait (the default), return once the server has committed it."""
-        future = self._taken().ack(self)
+    def ack(self, result: Any = None, *, wait: bool = True) -> None:
+        """Mark the job completed; `result` (JSON-serialisable) is kept if the job asked for it
+        (keep_result). With wait (the default), return once the server has committed it."""
+        raw = json.dumps(result).encode() if self.wants_result else None
+        future = self._taken().ack(self, raw)
         if wait:
             future.result()
 

@@ -23,6 +23,7 @@ that every start of this worker has reached it."""
 class Acked(NamedTuple):
     job_id: int
     lease: int
+    result: bytes | None = None  # the return value (JSON) of a job that keeps its result
 
 
 class Started(NamedTuple):
@@ -50,6 +51,9 @@ def drain(items: list[Any]) -> Drained:
     if acks:
         first.ack.ids.extend(a.job_id for a in acks)
         first.ack.leases.extend(a.lease for a in acks)
+        for a in acks:
+            if a.result is not None:
+                first.ack.results[a.job_id] = a.result
     fails = [i for i in items if isinstance(i, pb.Failure)]
     if fails:
         first.fail.failures.extend(fails)

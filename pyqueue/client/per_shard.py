@@ -26,8 +26,8 @@ class PerShard(Generic[S]):
             raise Unavailable(f"job {job_id} belongs to a shard this stream does not serve")
         return stream
 
-    def ack(self, job: Job) -> Any:
-        return self._owner(job.id).ack(job)
+    def ack(self, job: Job, result: bytes | None = None) -> Any:
+        return self._owner(job.id).ack(job, result)
 
     def fail(self, job: Job, message: str, **options: Any) -> Any:
         return self._owner(job.id).fail(job, message, **options)

@@ -73,14 +73,15 @@ class TakeStream:
             if drained.closing:
                 return
 
-    def ack(self, job: Job) -> "Future[None]":
+    def ack(self, job: Job, result: bytes | None = None) -> "Future[None]":
+        """Complete the job; `result` is its return value as JSON (kept if the job asked for it)."""
         with self._lock:
             self._check_open()
             if job.id in self._acks:  # answered already: the same answer
                 return self._acks[job.id]
             future: Future[None] = Future()
             self._acks[job.id] = future
-        self._outbox.put(Acked(job.id, job.lease))
+        self._outbox.put(Acked(job.id, job.lease, result))
         return future
 
     def extend(self, jobs: list[Job], extend_ms: int = 0) -> None:

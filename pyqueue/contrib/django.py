@@ -10,10 +10,11 @@ Run the tasks with `DJANGO_SETTINGS_MODULE=... pyqueue worker pyqueue.contrib.dj
 
 Uses Django's own `django.tasks` (Django 6+), or the `django-tasks` backport on older Django.
 Priorities map from Django's -100 (last) .. 100 (first) onto pyqueue's 0 (first) .. 65535.
-Results: status, timestamps, attempts and errors come from the job; return values are not kept
-(`return_value` is None for a successful task), and `takes_context` tasks are refused.
+Results: status, timestamps, attempts and errors come from the job, and `return_value` from the
+result the job keeps (for KEEP_COMPLETED seconds, like the job). `takes_context` tasks are refused.
 """
 
+import json
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -80,6 +81,7 @@ class PyQueueBackend(BaseTaskBackend):  # type: ignore[misc]
             priority=to_pyqueue_priority(task.priority),
             run_at=task.run_after,
             keep_completed=self.keep_completed,
+            keep_result=self.keep_completed,
         )
         return self._result(task, job, [], list(args), dict(kwargs))
 
@@ -100,7 +102,7 @@ class PyQueueBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def _result(self, task: Any, job: Job, errors: list[Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
         finished = job.status in ("completed", "dead")
-        return TaskResult(
+        result = TaskResult(
             task=task,
             id=str(job.id),
             status=_STATUS.get(job.status, TaskResultStatus.READY),
@@ -114,6 +116,9 @@ class PyQueueBackend(BaseTaskBackend):  # type: ignore[misc]
             errors=errors,
             worker_ids=["pyqueue"] * job.attempts,
         )
+        if job.status == "completed" and job._result:  # TaskResult is frozen: backends set it so
+            object.__setattr__(result, "_return_value", json.loads(job._result))
+        return result
 
 
 class DjangoApp(App):

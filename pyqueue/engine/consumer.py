@@ -211,11 +211,11 @@ class Consumer:
         """Start, extend and release act on the current attempts and ignore the rest."""
         return self._split(pairs)[0]
 
-    async def ack(self, pairs: Sequence[tuple[int, int]]) -> Outcome:
+    async def ack(self, pairs: Sequence[tuple[int, int]], results: dict[int, bytes] | None = None) -> Outcome:
         """Commit acks; call `release` once the caller has told the worker (credit opens then)."""
         current, refused = self._sort(pairs)
         try:
-            outcome = await self.engine.ack(current) if current else Outcome([], [])
+            outcome = await self.engine.ack(current, results) if current else Outcome([], [])
         except EngineError as exc:
             return self._unanswered(current, refused, exc)
         return _merge(outcome, current, refused)

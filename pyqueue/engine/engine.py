@@ -6,6 +6,7 @@ methods and maps the EngineErrors they raise to status codes.
 """
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -100,6 +101,8 @@ class Engine:
         self._committer: Committer | None = None
         self._rebuild: asyncio.Task[None] | None = None
         self._background: set[asyncio.Future[Any]] = set()
+        self._waiters: dict[int, list[asyncio.Future[None]]] = {}  # WaitJob: job id -> waiting calls
+        self.memory.on_ended = self._wake_waiters
 
     # Life cycle.
     async def start(self, *, services: bool = True) -> None:
@@ -222,6 +225,7 @@ class Engine:
         unique_key: str = "",
         unique_scope: int = UniqueScope.QUEUED,
         headers: dict[str, str] | None = None,
+        keep_result_ms: int | None = None,
     ) -> NewJob:
         """Validate one job of an enqueue request against the limits."""
         limits = self.config.limits
@@ -249,6 +253,8 @@ class Engine:
             raise InvalidArgument(f"job {index}: unique scope {unique_scope} is not queued, active or exists")
         if headers:
             limits.check_headers(index, headers)
+        if keep_result_ms is not None:
+            ranges.check("keep_result_ms", keep_result_ms, where)
         return NewJob(
             type_,
             queue,
@@ -258,7 +264,7 @@ class Engine:
             run_at_ms=run_at_ms or (self.clock() + delay_ms if delay_ms else 0),
             max_retries=-1 if max_retries is None else max_retries,
             timeout_ms=timeout_ms,
-            options=JobOptions(backoff, keep_completed_ms, headers or None).encode(),
+            options=JobOptions(backoff, keep_completed_ms, headers or None, keep_result_ms).encode(),
             unique_key=unique_key,
             unique_scope=unique_scope,
         )
@@ -279,7 +285,40 @@ class Engine:
         if raw is None:
             raise NotFound(f"job {job_id} does not exist (it may have completed and been deleted)")
         payload = self.store.get(Family.DATA, keys.payload_key(job_id)) or b""
-        return JobView(JobRecord.decode(job_id, raw), payload)
+        record = JobRecord.decode(job_id, raw)
+        result = None
+        wants_result = record.options and JobOptions.decode(record.options).keep_result_ms is not None
+        if record.status == Status.COMPLETED and wants_result:
+            result = self.store.get(Family.DATA, keys.result_key(job_id))
+        return JobView(record, payload, result)
+
+    async def wait_job(self, job_id: int, timeout_s: float) -> JobView:
+        """The job once it is completed or dead, or as it is after `timeout_s`. Woken by the commit
+        that ends it (`_wake_waiters`), never by polling."""
+        ended = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(job_id, []).append(ended)
+        try:
+            view = self.get_job(job_id)  # after registering: an end committed from here on wakes us
+            if view.record.status in (Status.COMPLETED, Status.DEAD):
+                return view
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await ended
+            return self.get_job(job_id)
+        finally:
+            waiting = self._waiters.get(job_id)
+            if waiting is not None:
+                waiting.remove(ended)
+                if not waiting:
+                    del self._waiters[job_id]
+
+    def _wake_waiters(self, job_ids: list[int]) -> None:
+        if not self._waiters:
+            return
+        for job_id in job_ids:
+            for ended in self._waiters.get(job_id, ()):
+                if not ended.done():
+                    ended.set_result(None)
 
     def list_errors(self, job_id: int) -> list[ErrorEntry]:
         self.get_job(job_id)  # NOT_FOUND for a job that does not exist
@@ -455,9 +494,12 @@ class Engine:
         self.stats["delivered"] += len(jobs)
         return jobs
 
-    async def ack(self, leases: Sequence[tuple[int, int]]) -> Outcome:
+    async def ack(
+        self, leases: Sequence[tuple[int, int]], results: dict[int, bytes] | None = None
+    ) -> Outcome:
+        """Complete jobs; `results` holds the return values (JSON) of those that keep them."""
         outcome = await self._in_chunks(
-            leases, lambda part: requests.Ack(part, self.memory, self.config.retry)
+            leases, lambda part: requests.Ack(part, self.memory, self.config.retry, results)
         )
         self.stats["acked"] += len(outcome.done)
         self.stats["ack_rejected"] += len(outcome.rejected)

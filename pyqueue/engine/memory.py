@@ -22,6 +22,10 @@ def _ignore(due_ms: int) -> None:
     pass
 
 
+def _ignore_ids(job_ids: list[int]) -> None:
+    pass
+
+
 class Memory:
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.ready = ReadyIndex()
@@ -34,6 +38,8 @@ class Memory:
         self.on_scheduled: Callable[[int], None] = _ignore
         self.on_deadline: Callable[[int], None] = _ignore
         self.on_expiring: Callable[[int], None] = _ignore
+        # Jobs that ended (completed, dead or deleted): the engine wakes who waits for them.
+        self.on_ended: Callable[[list[int]], None] = _ignore_ids
 
     def became_ready(self, records: Iterable[JobRecord]) -> None:
         queues = set()

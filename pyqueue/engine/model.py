@@ -66,6 +66,7 @@ class JobView:
 
     record: JobRecord
     payload: bytes
+    result: bytes | None = None  # completed jobs that keep their result
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "retry_at_ms": (0, LATEST_MS, "ms since the epoch"),
     "delay_ms": (0, LONGEST_MS, "ms"),
     "keep_completed_ms": (0, LONGEST_MS, "ms"),
+    "keep_result_ms": (0, LONGEST_MS, "ms"),
     "timeout_ms": (0, 30 * DAY_MS, "ms"),
     "extend_ms": (0, 30 * DAY_MS, "ms"),
     "max_retries": (0, 10_000, ""),

@@ -47,6 +47,8 @@ class RetryPolicy:
             policy = replace(policy, base_s=base_s, exponent=exponent, jitter_s=jitter_s)
         if options.keep_completed_ms is not None:
             policy = replace(policy, keep_completed_ms=options.keep_completed_ms)
+        if options.keep_result_ms is not None:  # the result lives with the completed job
+            policy = replace(policy, keep_completed_ms=max(policy.keep_completed_ms, options.keep_result_ms))
         return policy
 
 
@@ -57,6 +59,7 @@ class JobOptions:
     backoff: tuple[float, float, float] | None = None
     keep_completed_ms: int | None = None
     headers: dict[str, str] | None = None  # what the producer hands the worker (trace context)
+    keep_result_ms: int | None = None  # keep the handler's return value (and the job) this long
 
     def encode(self) -> bytes:
         data: dict[str, object] = {}
@@ -66,6 +69,8 @@ class JobOptions:
             data["keep_completed_ms"] = self.keep_completed_ms
         if self.headers:
             data["headers"] = self.headers
+        if self.keep_result_ms is not None:
+            data["keep_result_ms"] = self.keep_result_ms
         return json.dumps(data, separators=(",", ":")).encode() if data else b""
 
     @classmethod
@@ -74,7 +79,12 @@ class JobOptions:
             return NO_OPTIONS
         data = json.loads(raw)
         backoff = data.get("backoff")
-        return cls(tuple(backoff) if backoff else None, data.get("keep_completed_ms"), data.get("headers"))
+        return cls(
+            tuple(backoff) if backoff else None,
+            data.get("keep_completed_ms"),
+            data.get("headers"),
+            data.get("keep_result_ms"),
+        )
 
 
 NO_OPTIONS = JobOptions()

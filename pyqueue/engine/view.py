@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from pyqueue.engine.counts import Counts
+from pyqueue.engine.retry import JobOptions
 from pyqueue.store import keys
 from pyqueue.store.contract import Batch, Family, Store
 from pyqueue.store.records import JobRecord, Status
@@ -126,6 +127,8 @@ class BatchView:
         delete = self.batch.delete
         delete(Family.DATA, keys.job_key(record.id))
         delete(Family.DATA, keys.payload_key(record.id))
+        if record.options and JobOptions.decode(record.options).keep_result_ms is not None:
+            delete(Family.DATA, keys.result_key(record.id))
         if record.errors:
             for attempt in range(1, record.attempts + 1):
                 delete(Family.DATA, keys.error_key(record.id, attempt))

@@ -34,10 +34,13 @@ def job_to_pb(view: JobView) -> pb.Job:
         lost=r.lost,
         started_at_ms=r.started_ms if r.status == Status.IN_FLIGHT else 0,
     )
-    if r.options:  # rare: only jobs with options (backoff, retention, headers) have any
-        headers = JobOptions.decode(r.options).headers
-        if headers:
-            message.headers.update(headers)
+    if r.options:  # rare: only jobs with options (backoff, retention, headers, results) have any
+        options = JobOptions.decode(r.options)
+        if options.headers:
+            message.headers.update(options.headers)
+        message.wants_result = options.keep_result_ms is not None
+    if view.result is not None:
+        message.result = view.result
     return message
 
 

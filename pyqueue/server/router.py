@@ -99,6 +99,10 @@ class Router(pb_grpc.QueueServicer):
         return cast(pb.Job, await self._forward(self._job_shard(request.id), "GetJob", request, context))
 
     @answered
+    async def WaitJob(self, request: pb.WaitJobRequest, context: Context) -> pb.Job:
+        return cast(pb.Job, await self._forward(self._job_shard(request.id), "WaitJob", request, context))
+
+    @answered
     async def ListErrors(self, request: pb.ListErrorsRequest, context: Context) -> pb.ListErrorsResponse:
         return cast(
             pb.ListErrorsResponse,

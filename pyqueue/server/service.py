@@ -185,6 +185,14 @@ class QueueService(pb_grpc.QueueServicer):
             await abort(context, exc)
 
     @answered
+    async def WaitJob(self, request: pb.WaitJobRequest, context: Context) -> pb.Job:
+        timeout_s = min(request.timeout_ms, MAX_WAIT_MS) / 1000
+        try:
+            return job_to_pb(await self.engine.wait_job(request.id, timeout_s))
+        except EngineError as exc:
+            await abort(context, exc)
+
+    @answered
     async def Take(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
         limit = self.engine.config.limits.max_streams
         if len(self.streams) >= limit:
@@ -254,6 +262,8 @@ class QueueService(pb_grpc.QueueServicer):
             answering.end()
 
 
+MAX_WAIT_MS = 60_000  # one WaitJob call; clients wait longer by calling again
+
 _CRON_ACTIONS = {
     pb.CRON_ACTION_PAUSE: "pause",
     pb.CRON_ACTION_RESUME: "resume",
@@ -277,6 +287,7 @@ def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:
         if job.HasField("backoff")
         else None,
         keep_completed_ms=job.keep_completed_ms if job.HasField("keep_completed_ms") else None,
+        keep_result_ms=job.keep_result_ms if job.HasField("keep_result_ms") else None,
         unique_key=job.unique_key,
         unique_scope=job.unique_scope,
         headers=dict(job.headers) if job.headers else None,

@@ -10,6 +10,7 @@ the server's own shutdown is clean (started jobs were interrupted), anything els
 """
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,6 +25,8 @@ from pyqueue.engine.ranges import clip_text
 from pyqueue.server.convert import ack_result, fail_result, job_to_pb
 from pyqueue.server.status import EOF, Context, abort
 from pyqueue.v1 import queue_pb2 as pb
+
+log = logging.getLogger("pyqueue.take")
 
 _ANSWERS = ("start", "ack", "fail", "extend", "release")
 _CANCEL_GRACE_S = 0.2
@@ -229,7 +232,7 @@ class TakeStream:
         if len(ack.leases) != len(ack.ids):
             await self._send(ack_result(_unnamed(ack.ids)))
             return
-        outcome = await self.consumer.ack(list(zip(ack.ids, ack.leases, strict=True)))
+        outcome = await self.consumer.ack(list(zip(ack.ids, ack.leases, strict=True)), self._results(ack))
         if outcome.done:
             self.acked += len(outcome.done)
             self.last_ack_at_ms = self.engine.clock()
@@ -238,6 +241,22 @@ class TakeStream:
         finally:
             # Only now: the worker must never see more than `prefetch` jobs it has not had confirmed.
             self.consumer.release(outcome)
+
+    def _results(self, ack: pb.Ack) -> dict[int, bytes] | None:
+        """The return values sent with an ack, each within the payload limit (a bigger one is not
+        kept: the job still completes, and its waiter gets no result)."""
+        if not ack.results:
+            return None
+        limit = self.engine.config.limits.max_payload_bytes
+        kept = {}
+        for job_id, value in ack.results.items():
+            if len(value) <= limit:
+                kept[job_id] = value
+            else:
+                log.warning(
+                    "job %d: its result of %d bytes is over --max-payload-bytes; not kept", job_id, len(value)
+                )
+        return kept
 
     async def _fail(self, fail: pb.Fail) -> None:
         assert self.consumer is not None

@@ -2,6 +2,7 @@
 
 data family (point reads, bloom filters):
     J id            -> job record            P id -> payload
+    R id            -> result (the handler's return value, JSON, when the job keeps it)
     E id attempt    -> error record          M name -> server metadata
 index family (range scans):
     S status id     -> priority, timer, queue (what the start-up rebuild needs, without a read)
@@ -19,6 +20,7 @@ import struct
 JOB = b"J"
 PAYLOAD = b"P"
 ERROR = b"E"
+RESULT = b"R"
 META = b"M"
 STATUS = b"S"
 QUEUE = b"Q"
@@ -38,6 +40,10 @@ def job_key(job_id: int) -> bytes:
 
 def payload_key(job_id: int) -> bytes:
     return PAYLOAD + _ID.pack(job_id)
+
+
+def result_key(job_id: int) -> bytes:
+    return RESULT + _ID.pack(job_id)
 
 
 def error_key(job_id: int, attempt: int) -> bytes:

@@ -49,6 +49,11 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.GetJobRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.Job.FromString,
                 _registered_method=True)
+        self.WaitJob = channel.unary_unary(
+                '/pyqueue.v1.Queue/WaitJob',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.WaitJobRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.Job.FromString,
+                _registered_method=True)
         self.Take = channel.stream_stream(
                 '/pyqueue.v1.Queue/Take',
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.TakeRequest.SerializeToString,
@@ -153,6 +158,14 @@ class QueueServicer:
 
     def GetJob(self, request, context):
         """One job with its status and fields. NOT_FOUND when no such job exists (any more).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WaitJob(self, request, context):
+        """The job once it is completed or dead (with its result), or as it is when timeout_ms (at most
+        60 s) passes first. The server answers when the job ends: no polling.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -290,6 +303,11 @@ def add_QueueServicer_to_server(servicer, server):
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.GetJobRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.Job.SerializeToString,
+            ),
+            'WaitJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitJob,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.WaitJobRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.Job.SerializeToString,
             ),
             'Take': grpc.stream_stream_rpc_method_handler(
@@ -453,6 +471,33 @@ class Queue:
             target,
             '/pyqueue.v1.Queue/GetJob',
             pyqueue_dot_v1_dot_queue__pb2.GetJobRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WaitJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/WaitJob',
+            pyqueue_dot_v1_dot_queue__pb2.WaitJobRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.Job.FromString,
             options,
             channel_credentials,

@@ -42,6 +42,10 @@ class QueueStub:
     """
     GetJob: _grpc.UnaryUnaryMultiCallable[_queue_pb2.GetJobRequest, _queue_pb2.Job]
     """One job with its status and fields. NOT_FOUND when no such job exists (any more)."""
+    WaitJob: _grpc.UnaryUnaryMultiCallable[_queue_pb2.WaitJobRequest, _queue_pb2.Job]
+    """The job once it is completed or dead (with its result), or as it is when timeout_ms (at most
+    60 s) passes first. The server answers when the job ends: no polling.
+    """
     Take: _grpc.StreamStreamMultiCallable[_queue_pb2.TakeRequest, _queue_pb2.TakeResponse]
     """The worker stream. The first message must be a Subscribe; after it the worker sends acks and
     failures, and the server pushes jobs (never more in flight than the prefetch), results for
@@ -97,6 +101,10 @@ class QueueAsyncStub(QueueStub):
     """
     GetJob: _aio.UnaryUnaryMultiCallable[_queue_pb2.GetJobRequest, _queue_pb2.Job]  # type: ignore[assignment]
     """One job with its status and fields. NOT_FOUND when no such job exists (any more)."""
+    WaitJob: _aio.UnaryUnaryMultiCallable[_queue_pb2.WaitJobRequest, _queue_pb2.Job]  # type: ignore[assignment]
+    """The job once it is completed or dead (with its result), or as it is when timeout_ms (at most
+    60 s) passes first. The server answers when the job ends: no polling.
+    """
     Take: _aio.StreamStreamMultiCallable[_queue_pb2.TakeRequest, _queue_pb2.TakeResponse]  # type: ignore[assignment]
     """The worker stream. The first message must be a Subscribe; after it the worker sends acks and
     failures, and the server pushes jobs (never more in flight than the prefetch), results for
@@ -167,6 +175,16 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.Job, _abc.Awaitable[_queue_pb2.Job]]:
         """One job with its status and fields. NOT_FOUND when no such job exists (any more)."""
+
+    @_abc_1.abstractmethod
+    def WaitJob(
+        self,
+        request: _queue_pb2.WaitJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.Job, _abc.Awaitable[_queue_pb2.Job]]:
+        """The job once it is completed or dead (with its result), or as it is when timeout_ms (at most
+        60 s) passes first. The server answers when the job ends: no polling.
+        """
 
     @_abc_1.abstractmethod
     def Take(

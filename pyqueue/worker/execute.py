@@ -11,6 +11,7 @@ The outcome is then a failed attempt with a `TimeLimitExceeded` error, retried b
 
 import asyncio
 import contextvars
+import json
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -44,6 +45,7 @@ class Outcome:
     backtrace: str = ""
     retry_at_ms: int = 0
     error: BaseException | None = None
+    result: bytes | None = None  # ok, and the job keeps its result: the return value as JSON
 
     @property
     def failed(self) -> bool:
@@ -78,30 +80,41 @@ def thread_runner(
 async def execute(run: Callable[[Any], Awaitable[Any]], job: Job) -> Outcome:
     """Run one attempt, in the job's trace when there is one; never raises for what the handler did."""
     with tracing.handling(job) as span:
-        outcome = await _attempt(run, job.payload, job.timeout_ms)
+        outcome, value = await _attempt(run, job.payload, job.timeout_ms)
+        if outcome.kind == "ok" and job.wants_result:
+            outcome = _result(value)
         if outcome.kind != "ok":
             tracing.failed(span, outcome.kind, outcome.message)
     return outcome
 
 
-async def _attempt(run: Callable[[Any], Awaitable[Any]], payload: Any, timeout_ms: int) -> Outcome:
+def _result(value: Any) -> Outcome:
+    try:
+        return Outcome("ok", result=json.dumps(value).encode())
+    except (TypeError, ValueError) as exc:  # the job asked for its result: one it cannot keep is an error
+        return _error(TypeError(f"the return value is not JSON-serialisable ({exc})"))
+
+
+async def _attempt(
+    run: Callable[[Any], Awaitable[Any]], payload: Any, timeout_ms: int
+) -> tuple[Outcome, Any]:
     limit = asyncio.timeout(timeout_ms / 1000 if timeout_ms else None)
     try:
         async with limit:
-            await run(payload)
+            value = await run(payload)
     except TimeoutError as exc:
         if not limit.expired():
-            return _error(exc)  # the handler's own time-out, not ours
+            return _error(exc), None  # the handler's own time-out, not ours
         over = TimeLimitExceeded(f"ran past its time limit of {timeout_ms / 1000:g}s")
-        return Outcome("timeout", str(over), "TimeLimitExceeded", error=over)
+        return Outcome("timeout", str(over), "TimeLimitExceeded", error=over), None
     except Retry as retry:
         at = retry.run_at.timestamp() if retry.run_at else time.time() + (retry.delay or 0)
-        return Outcome("retry", str(retry), "Retry", retry_at_ms=int(at * 1000), error=retry)
+        return Outcome("retry", str(retry), "Retry", retry_at_ms=int(at * 1000), error=retry), None
     except Kill as kill:
-        return Outcome("kill", str(kill), "Kill", error=kill)
+        return Outcome("kill", str(kill), "Kill", error=kill), None
     except Exception as exc:
-        return _error(exc)
-    return Outcome("ok")
+        return _error(exc), None
+    return Outcome("ok"), value
 
 
 def _error(exc: BaseException) -> Outcome:

@@ -221,7 +221,7 @@ class Worker:
         answer: asyncio.Future[Any]
         try:
             if outcome.kind == "ok":
-                answer = stream.ack(job)
+                answer = stream.ack(job, outcome.result)
             else:
                 answer = stream.fail(
                     job,

@@ -87,3 +87,13 @@ def crash() -> None:
     """A poison job: it takes its worker process down."""
     record("crash")
     os.kill(os.getpid(), 9)
+
+
+@app.job(queue="work", keep_result=600)
+def multiply(a: int, b: int) -> dict[str, int]:
+    return {"product": a * b}
+
+
+@app.job(queue="work", keep_result=600, retries=0)
+def unserialisable() -> object:
+    return object()

@@ -10,11 +10,12 @@ except ImportError:
 
 
 @task(queue_name="emails", priority=10)
-def send_receipt(order_id: int, email: str) -> None:
+def send_receipt(order_id: int, email: str) -> dict[str, object]:
     # Stands in for sending mail: leaves a trace the example (and its test) can check.
     out = Path(os.environ.get("SHOP_OUTBOX", "outbox.txt"))
     with out.open("a") as f:
         f.write(f"receipt for order {order_id} to {email}\n")
+    return {"order": order_id, "sent_to": email}  # the result's return_value
 
 
 @task()

@@ -66,6 +66,7 @@ class Transitions(Request):
         self.ready: list[JobRecord] = []
         self.scheduled: list[JobRecord] = []
         self.finished: list[JobRecord] = []
+        self.ended: list[int] = []  # completed or dead (kept or deleted): what WaitJob waits for
         self.handling: int | None = None
         self.blamed: dict[int, str] = {}  # kept across resets: the next apply buries these
 
@@ -74,6 +75,7 @@ class Transitions(Request):
         self.ready.clear()
         self.scheduled.clear()
         self.finished.clear()
+        self.ended.clear()
         self.handling = None
 
     def isolate_job(self, message: str) -> bool:
@@ -97,10 +99,13 @@ class Transitions(Request):
         self.memory.became_ready(self.ready)
         self.memory.became_scheduled(self.scheduled)
         self.memory.became_finished(self.finished)
+        if self.ended:
+            self.memory.on_ended(self.ended)
 
     def finish(self, view: BatchView, record: JobRecord, status: Status, keep_ms: int) -> None:
         """Completed or dead: kept for `keep_ms` (then purged), or deleted now."""
         view.events["completed" if status == Status.COMPLETED else "dead", record.queue] += 1
+        self.ended.append(record.id)
         if status == Status.COMPLETED and keep_ms <= 0:
             view.delete(record)
             return

@@ -140,6 +140,8 @@ class DeleteJobs(Request):
         # The timer sets keep stale keys; the scheduler, reaper and purger find no record and skip.
         for queue, priority, job_id in self.unready:
             self.memory.ready.remove(queue, priority, job_id)
+        if self.result is not None and self.result.done:
+            self.memory.on_ended([job_id for job_id, _ in self.result.done])
 
 
 class PauseQueue(Request):

@@ -2,7 +2,7 @@
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from pyqueue import failpoints
@@ -11,6 +11,8 @@ from pyqueue.engine.model import Failure, JobView, Outcome
 from pyqueue.engine.requests.base import Request, Transitions, check_lease, write_error
 from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
+from pyqueue.store import keys
+from pyqueue.store.contract import Family
 from pyqueue.store.records import JobRecord, Status
 
 log = logging.getLogger("pyqueue.engine")
@@ -113,10 +115,17 @@ class Ack(Transitions):
     """Complete jobs in flight on one stream: delete them with every index entry (or keep them
     completed for their retention), in one batch."""
 
-    def __init__(self, leases: Sequence[tuple[int, int]], memory: Memory, policy: RetryPolicy) -> None:
+    def __init__(
+        self,
+        leases: Sequence[tuple[int, int]],
+        memory: Memory,
+        policy: RetryPolicy,
+        results: Mapping[int, bytes] | None = None,
+    ) -> None:
         super().__init__(memory)
         self.leases = leases
         self.policy = policy
+        self.results = results or {}
 
     def apply(self, view: BatchView) -> None:
         failpoints.fail("ack")
@@ -131,7 +140,12 @@ class Ack(Transitions):
             self.handling = job_id
             failpoints.fail("ack_job", str(job_id))
             failpoints.crash("crash_at_ack", str(job_id))
-            policy = self.policy.for_job(JobOptions.decode(record.options)) if record.options else self.policy
+            policy = self.policy
+            if record.options:
+                options = JobOptions.decode(record.options)
+                policy = policy.for_job(options)
+                if options.keep_result_ms is not None and job_id in self.results:
+                    view.batch.put(Family.DATA, keys.result_key(job_id), self.results[job_id])
             self.finish(view, record, Status.COMPLETED, policy.keep_completed_ms)
             outcome.done.append((job_id, Status.COMPLETED))
         self.result = outcome
