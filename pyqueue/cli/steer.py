@@ -234,11 +234,17 @@ def retry(
 
 @click.command()
 @click.argument("queue")
+@click.option("--yes", is_flag=True, help="Pause a queue that does not exist yet without asking.")
 @click.pass_context
-def pause(ctx: click.Context, queue: str) -> None:
+def pause(ctx: click.Context, queue: str, yes: bool) -> None:
     """Stop delivering QUEUE's jobs (enqueues still go in)."""
     try:
         with client_for(ctx) as client:
+            known = {q.name for q in client.queues()} | {q for w in client.workers() for q in w.queues}
+            if queue not in known and not yes:
+                # A typo would otherwise make a new, paused queue and leave the real one running.
+                click.echo(f"warning: no queue named {queue!r} has jobs or workers now", err=True)
+                click.confirm(f"pause {queue!r} anyway (its jobs will wait once they come)?", abort=True)
             client.pause(queue)
     except PyQueueError as exc:
         fail(exc)

@@ -52,6 +52,7 @@ def test_update_and_delete(server, client: pyqueue.Client) -> None:  # type: ign
 
 
 def test_pause_and_resume(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    client.enqueue("t", queue="mail")
     assert "paused" in run(server, "pause", "mail").stdout
     assert client.queues()[0].paused
     assert "running" in run(server, "resume", "mail").stdout
@@ -74,3 +75,12 @@ def test_retry_runs_the_dead_jobs_of_a_queue_again_after_a_confirmation(
     assert "2 changed" in run(server, "retry", "--queue", "mail", "--yes").stdout
     assert client.count_jobs(queue="mail", status="ready") == 2
     assert "give job ids, or a filter" in run(server, "retry", ok=False).stderr
+
+
+def test_pausing_a_queue_that_does_not_exist_asks_first(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    client.enqueue("t", queue="mail")
+    refused = run(server, "pause", "mial", stdin="n\n", ok=False)  # a typo
+    assert "no queue named 'mial'" in refused.stderr and "Aborted" in refused.stderr
+    assert {q.name for q in client.queues()} == {"mail"}, "nothing was created"
+    assert "paused" in run(server, "pause", "later", "--yes").stdout
+    assert {q.name: q.paused for q in client.queues()}["later"]
