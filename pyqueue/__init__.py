@@ -7,6 +7,7 @@ server uses; it is re-exported here only as `native` for tooling and benchmarks.
 from pyqueue import _native as native
 from pyqueue.app import App, JobFunction, Kill, Retry
 from pyqueue.client import AsyncClient, ChangeResult, Client, Job, JobError, QueueInfo, TakeStream, WorkerInfo
+from pyqueue.context import CurrentJob, current_job
 from pyqueue.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -24,6 +25,7 @@ __all__ = [
     "AsyncClient",
     "ChangeResult",
     "Client",
+    "CurrentJob",
     "FailedPrecondition",
     "InvalidArgument",
     "Job",
@@ -40,5 +42,6 @@ __all__ = [
     "Unavailable",
     "WorkerInfo",
     "__version__",
+    "current_job",
     "native",
 ]

@@ -233,6 +233,27 @@ def retry(
 
 
 @click.command()
+@click.argument("ids", nargs=-1, type=int)
+@filter_options
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def cancel(
+    ctx: click.Context,
+    ids: tuple[int, ...],
+    queues: tuple[str, ...],
+    types: tuple[str, ...],
+    statuses: tuple[str, ...],
+    yes: bool,
+) -> None:
+    """Cancel jobs: by id, or every waiting or running job matching --queue/--type/--status. A
+    running job's worker is told; the job ends cancelled, never retried."""
+    if not ids and not (queues or types or statuses):
+        raise click.UsageError("give job ids, or a filter (--queue, --type, --status)")
+    filters = _filters(queues, types, statuses or ("scheduled", "ready", "in_flight"))
+    _bulk(ctx, "cancel", ids, filters, yes, lambda client, chunk: client.cancel_jobs(ids=chunk))
+
+
+@click.command()
 @click.argument("queue")
 @click.option("--yes", is_flag=True, help="Pause a queue that does not exist yet without asking.")
 @click.pass_context

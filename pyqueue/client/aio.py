@@ -12,6 +12,7 @@ from pyqueue.client.aio_take import AsyncMultiTakeStream, AsyncTakeStream
 from pyqueue.client.batching import AsyncBatcher
 from pyqueue.client.client import (
     CHANNEL_OPTIONS,
+    ENDED,
     MAX_WAIT_S,
     MOVED_CODES,
     JobError,
@@ -143,7 +144,7 @@ class AsyncClient:
                 job = Job.from_pb(await stub.WaitJob(request, timeout=left + self.timeout))
             except grpc.aio.AioRpcError as exc:
                 raise from_rpc_error(exc) from None
-            if job.status in ("completed", "dead") or (deadline is not None and time.monotonic() >= deadline):
+            if job.status in ENDED or (deadline is not None and time.monotonic() >= deadline):
                 return job
 
     async def result(self, job_id: int, timeout: float | None = None) -> Any:
@@ -179,6 +180,11 @@ class AsyncClient:
     async def update_jobs(self, changes: Mapping[str, Any], **filters: Any) -> ChangeResult:
         request = pb.UpdateJobsRequest(filter=job_filter(**filters), changes=job_changes(**changes))
         return ChangeResult.from_pb(await self._call(self._stub.UpdateJobs, request))
+
+    async def cancel_jobs(self, **filters: Any) -> ChangeResult:
+        """Cancel jobs (see Client.cancel_jobs)."""
+        request = pb.CancelJobsRequest(filter=job_filter(**filters))
+        return ChangeResult.from_pb(await self._call(self._stub.CancelJobs, request))
 
     async def retry_jobs(self, **filters: Any) -> ChangeResult:
         """Run dead jobs again (see Client.retry_jobs)."""

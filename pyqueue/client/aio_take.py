@@ -7,7 +7,7 @@ that resolve when the server has committed them.
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -38,6 +38,7 @@ class AsyncTakeStream:
         self._error: PyQueueError | None = None
         self._closed = False
         self._stopping = False  # the server is stopping: start nothing more
+        self._cancelled_jobs: Callable[[list[int]], None] = lambda job_ids: None
         self._stale_after_s = stale_after_s
         self.last_heard = time.monotonic()
         subscribe = pb.TakeRequest(
@@ -83,6 +84,8 @@ class AsyncTakeStream:
                         )
                     for r in response.fail_result.rejected:
                         _reject(self._fails.pop(r.id, None), from_code_name(r.code, r.message))
+                elif kind == "cancel":
+                    self._cancelled_jobs(list(response.cancel.ids))
                 elif kind == "stopping":
                     self._stopping = True  # one event loop: no start can slip in between
                     self._outbox.put_nowait(DRAINED)
@@ -237,6 +240,11 @@ class AsyncTakeStream:
                     raise failure
                 return None
             return job
+
+    def on_cancel(self, callback: "Callable[[list[int]], None]") -> None:
+        """Call `callback(job_ids)` when the server says jobs held here were cancelled (from the
+        reader): a worker stops them if it can, then answers as usual."""
+        self._cancelled_jobs = callback
 
     @property
     def server_stopping(self) -> bool:

@@ -93,6 +93,7 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
 
 
 MAX_WAIT_S = 60.0  # one WaitJob call (the server's cap)
+ENDED = ("completed", "dead", "cancelled")
 
 
 def result_of(job: Job, history: "Sequence[JobError]" = ()) -> Any:
@@ -100,6 +101,8 @@ def result_of(job: Job, history: "Sequence[JobError]" = ()) -> Any:
     is the job's error history when it is dead."""
     if job.status == "completed":
         return json.loads(job._result) if job._result else None
+    if job.status == "cancelled":
+        raise JobFailed(job.id, "cancelled by request", "Cancelled")
     if job.status == "dead":
         last = history[-1] if history else None
         raise JobFailed(
@@ -344,7 +347,7 @@ class Client:
                 job = Job.from_pb(stub.WaitJob(request, timeout=left + self.timeout))
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc) from None
-            if job.status in ("completed", "dead") or (deadline is not None and time.monotonic() >= deadline):
+            if job.status in ENDED or (deadline is not None and time.monotonic() >= deadline):
                 return job
 
     def result(self, job_id: int, timeout: float | None = None) -> Any:
@@ -413,6 +416,19 @@ class Client:
         if result.rejected:
             raise from_code_name(result.rejected[0].code, result.rejected[0].message)
         return self.get_job(job_id)
+
+    def cancel(self, job_id: int) -> ChangeResult:
+        """Cancel one job: see `cancel_jobs`."""
+        return self.cancel_jobs(ids=[job_id])
+
+    def cancel_jobs(self, **filters: Any) -> ChangeResult:
+        """Cancel jobs (by ids, or the waiting and running ones matching the filters). A waiting
+        job is cancelled at once. A running one is told on its worker's stream (an async handler
+        is cancelled; a sync one sees `pyqueue.current_job().cancelled`) and ends CANCELLED at its
+        next answer, never retried. Ended jobs are refused."""
+        return ChangeResult.from_pb(
+            self._call(self._stub.CancelJobs, pb.CancelJobsRequest(filter=job_filter(**filters)))
+        )
 
     def retry_jobs(self, **filters: Any) -> ChangeResult:
         """Run dead jobs again (by ids, or the dead jobs matching the filters): ready at once,

@@ -18,6 +18,7 @@ STATUS_NAMES: dict[int, str] = {
     pb.JOB_STATUS_IN_FLIGHT: "in_flight",
     pb.JOB_STATUS_COMPLETED: "completed",
     pb.JOB_STATUS_DEAD: "dead",
+    pb.JOB_STATUS_CANCELLED: "cancelled",
 }
 
 

@@ -51,6 +51,10 @@ class PerShard(Generic[S]):
         )
         return [job for group in started for job in group]
 
+    def on_cancel(self, callback: Any) -> None:
+        for stream in self._by_shard.values():
+            stream.on_cancel(callback)  # type: ignore[attr-defined]
+
     @property
     def server_stopping(self) -> bool:
         return any(stream._stopping for stream in self._by_shard.values())  # type: ignore[attr-defined]

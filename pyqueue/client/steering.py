@@ -13,6 +13,7 @@ STATUSES = {
     "in_flight": pb.JOB_STATUS_IN_FLIGHT,
     "completed": pb.JOB_STATUS_COMPLETED,
     "dead": pb.JOB_STATUS_DEAD,
+    "cancelled": pb.JOB_STATUS_CANCELLED,
 }
 SCOPES = {
     "queued": pb.UNIQUE_SCOPE_QUEUED,

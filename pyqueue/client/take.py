@@ -8,7 +8,7 @@ it is alive: a stream that hears nothing for `stale_after_s` is treated as dead.
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -44,6 +44,7 @@ class TakeStream:
         self._error: PyQueueError | None = None
         self._closed = False
         self._stopping = False  # the server is stopping: start nothing more
+        self._cancelled_jobs: Callable[[list[int]], None] = lambda job_ids: None
         self._stale_after_s = stale_after_s
         self.last_heard = time.monotonic()
         subscribe = pb.TakeRequest(
@@ -167,6 +168,8 @@ class TakeStream:
                         if future is not None:
                             future.set_result(STATUS_NAMES.get(_status_of(response, job_id), "unknown"))
                     self._settle(self._fails, [], response.fail_result.rejected, None)
+                elif kind == "cancel":
+                    self._cancelled_jobs(list(response.cancel.ids))
                 elif kind == "stopping":
                     with self._lock:
                         self._stopping = True
@@ -231,6 +234,11 @@ class TakeStream:
             job: Job = item
             if self._start(job, confirm_start):
                 return job
+
+    def on_cancel(self, callback: "Callable[[list[int]], None]") -> None:
+        """Call `callback(job_ids)` when the server says jobs held here were cancelled (from the
+        reader): a worker stops them if it can, then answers as usual."""
+        self._cancelled_jobs = callback
 
     @property
     def server_stopping(self) -> bool:

@@ -41,6 +41,7 @@ _STATUS = {
     "in_flight": TaskResultStatus.RUNNING,
     "completed": TaskResultStatus.SUCCESSFUL,
     "dead": TaskResultStatus.FAILED,
+    "cancelled": TaskResultStatus.FAILED,
 }
 
 

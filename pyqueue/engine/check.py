@@ -17,7 +17,7 @@ from pyqueue.engine.rebuild import rebuild
 from pyqueue.engine.recovery import LAYOUT, READY_IN_RUN_ORDER
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
-from pyqueue.store.records import JobRecord, Status
+from pyqueue.store.records import ENDED, JobRecord, Status
 
 FAR_FUTURE = 2**62
 
@@ -71,7 +71,7 @@ def check(store: Store) -> Report:
             ready[record.queue].add((record.priority, job_id))
         elif record.status == Status.SCHEDULED:
             scheduled.add((record.run_at_ms, job_id))
-        elif record.status in (Status.COMPLETED, Status.DEAD) and record.expires_ms:
+        elif record.status in ENDED and record.expires_ms:
             expiring.add((record.expires_ms, job_id))
     report.by_status = dict(counts)
 

@@ -14,7 +14,7 @@ interrupted (a clean end) or lost (an abrupt one).
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,6 +55,7 @@ class Consumer:
         self.prefetch = prefetch
         self.reports_starts = reports_starts
         self.held: dict[int, Held] = {}
+        self.on_cancel: Callable[[list[int]], None] = lambda job_ids: None
         # Credit in bytes as well as jobs: a consumer that reads slowly (or never) holds at most
         # this much payload in flight, whatever its prefetch.
         self.max_bytes = max_bytes
@@ -106,6 +107,10 @@ class Consumer:
     def _credit_freed(self) -> None:
         self._look = True
         self._wake.set()
+
+    def cancel(self, job_ids: list[int]) -> None:
+        """Jobs held here were cancelled: tell the worker (the stream sets `on_cancel`)."""
+        self.on_cancel(job_ids)
 
     def stop_delivering(self) -> None:
         """No more jobs for this stream (the server is stopping); answers are still taken."""

@@ -50,6 +50,9 @@ class Dispatcher:
                 if listener.wants_jobs():
                     listener.offer(token)
 
+    def listeners(self, queue: str) -> tuple[Listener, ...]:
+        return tuple(self._by_queue.get(queue, ()))
+
     def wake_all(self) -> None:
         for listeners in tuple(self._by_queue.values()):
             for listener in tuple(listeners):

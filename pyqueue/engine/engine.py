@@ -49,7 +49,7 @@ from pyqueue.engine.scheduler import Scheduler
 from pyqueue.engine.telemetry import Telemetry
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
-from pyqueue.store.records import JobRecord, Status
+from pyqueue.store.records import ENDED, JobRecord, Status
 
 T = TypeVar("T")
 SLICE = 500  # jobs per write for acks, fails and bulk changes (see `_in_chunks`)
@@ -103,6 +103,7 @@ class Engine:
         self._background: set[asyncio.Future[Any]] = set()
         self._waiters: dict[int, list[asyncio.Future[None]]] = {}  # WaitJob: job id -> waiting calls
         self.memory.on_ended = self._wake_waiters
+        self.memory.on_cancel = self._tell_holders
 
     # Life cycle.
     async def start(self, *, services: bool = True) -> None:
@@ -299,7 +300,7 @@ class Engine:
         self._waiters.setdefault(job_id, []).append(ended)
         try:
             view = self.get_job(job_id)  # after registering: an end committed from here on wakes us
-            if view.record.status in (Status.COMPLETED, Status.DEAD):
+            if view.record.status in ENDED:
                 return view
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout_s):
@@ -311,6 +312,13 @@ class Engine:
                 waiting.remove(ended)
                 if not waiting:
                     del self._waiters[job_id]
+
+    def _tell_holders(self, running: list[tuple[str, int]]) -> None:
+        """Jobs in flight were cancelled: tell the streams that hold them."""
+        for queue, job_id in running:
+            for listener in self.dispatcher.listeners(queue):
+                if isinstance(listener, Consumer) and job_id in listener.held:
+                    listener.cancel([job_id])
 
     def _wake_waiters(self, job_ids: list[int]) -> None:
         if not self._waiters:
@@ -408,6 +416,14 @@ class Engine:
             f = dataclasses.replace(f, statuses=(Status.DEAD,))
         return await self._in_chunks(
             await self._targets(f), lambda ids: requests.RetryJobs(ids, self.memory, self.config.retry)
+        )
+
+    async def cancel_jobs(self, f: query.JobFilter) -> Outcome:
+        """Cancel jobs (a filter without statuses means the waiting and running ones it matches)."""
+        if not f.statuses and not (f.ids and not (f.queues or f.types or f.has_ranges)):
+            f = dataclasses.replace(f, statuses=(Status.SCHEDULED, Status.READY, Status.IN_FLIGHT))
+        return await self._in_chunks(
+            await self._targets(f), lambda ids: requests.CancelJobs(ids, self.memory, self.config.retry)
         )
 
     async def delete_jobs(self, f: query.JobFilter) -> Outcome:

@@ -26,6 +26,10 @@ def _ignore_ids(job_ids: list[int]) -> None:
     pass
 
 
+def _ignore_running(running: list[tuple[str, int]]) -> None:
+    pass
+
+
 class Memory:
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.ready = ReadyIndex()
@@ -40,6 +44,8 @@ class Memory:
         self.on_expiring: Callable[[int], None] = _ignore
         # Jobs that ended (completed, dead or deleted): the engine wakes who waits for them.
         self.on_ended: Callable[[list[int]], None] = _ignore_ids
+        # Jobs in flight whose cancel was asked for, (queue, id): the engine tells their streams.
+        self.on_cancel: Callable[[list[tuple[str, int]]], None] = _ignore_running
 
     def became_ready(self, records: Iterable[JobRecord]) -> None:
         queues = set()

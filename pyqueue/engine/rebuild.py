@@ -135,6 +135,7 @@ def load_others(memory: Memory, entries: list[Entries]) -> int:
         Status.SCHEDULED: (memory.scheduled, []),
         Status.COMPLETED: (memory.expiring, []),
         Status.DEAD: (memory.expiring, []),
+        Status.CANCELLED: (memory.expiring, []),
     }
     scheduled = 0
     for key, value in (entry for part in entries for entry in part):

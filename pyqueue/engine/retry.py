@@ -60,6 +60,7 @@ class JobOptions:
     keep_completed_ms: int | None = None
     headers: dict[str, str] | None = None  # what the producer hands the worker (trace context)
     keep_result_ms: int | None = None  # keep the handler's return value (and the job) this long
+    cancelled: bool = False  # in flight, and a cancel was asked for (requests/steering.py)
 
     def encode(self) -> bytes:
         data: dict[str, object] = {}
@@ -71,6 +72,8 @@ class JobOptions:
             data["headers"] = self.headers
         if self.keep_result_ms is not None:
             data["keep_result_ms"] = self.keep_result_ms
+        if self.cancelled:
+            data["cancelled"] = True
         return json.dumps(data, separators=(",", ":")).encode() if data else b""
 
     @classmethod
@@ -84,6 +87,7 @@ class JobOptions:
             data.get("keep_completed_ms"),
             data.get("headers"),
             data.get("keep_result_ms"),
+            data.get("cancelled", False),
         )
 
 

@@ -257,6 +257,10 @@ class Router(pb_grpc.QueueServicer):
         return await self._change("DeleteJobs", request, context)
 
     @answered
+    async def CancelJobs(self, request: pb.CancelJobsRequest, context: Context) -> pb.ChangeResponse:
+        return await self._change("CancelJobs", request, context)
+
+    @answered
     async def RetryJobs(self, request: pb.RetryJobsRequest, context: Context) -> pb.ChangeResponse:
         return await self._change("RetryJobs", request, context)
 

@@ -106,6 +106,14 @@ class QueueService(pb_grpc.QueueServicer):
         return change_response(outcome)
 
     @answered
+    async def CancelJobs(self, request: pb.CancelJobsRequest, context: Context) -> pb.ChangeResponse:
+        try:
+            outcome = await self.engine.cancel_jobs(filter_from_pb(request.filter))
+        except EngineError as exc:
+            await abort(context, exc)
+        return change_response(outcome)
+
+    @answered
     async def DeleteJobs(self, request: pb.DeleteJobsRequest, context: Context) -> pb.ChangeResponse:
         try:
             outcome = await self.engine.delete_jobs(filter_from_pb(request.filter))

@@ -82,6 +82,7 @@ class TakeStream:
             self.consumer = self.engine.consumer(
                 list(subscribe.queues), subscribe.prefetch, reports_starts=subscribe.reports_starts
             )
+            self.consumer.on_cancel = self._tell_cancelled
         except EngineError as exc:
             await abort(self.context, exc)
         reader = asyncio.get_running_loop().create_task(self._read())
@@ -241,6 +242,9 @@ class TakeStream:
         finally:
             # Only now: the worker must never see more than `prefetch` jobs it has not had confirmed.
             self.consumer.release(outcome)
+
+    def _tell_cancelled(self, job_ids: list[int]) -> None:
+        self._spawn(self._send(pb.TakeResponse(cancel=pb.Cancel(ids=job_ids))))
 
     def _results(self, ack: pb.Ack) -> dict[int, bytes] | None:
         """The return values sent with an ack, each within the payload limit (a bigger one is not

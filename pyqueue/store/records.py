@@ -27,13 +27,14 @@ _I64 = struct.Struct(">q")
 
 
 class Status(enum.IntEnum):
-    """A job's place in its life: scheduled -> ready -> in_flight -> completed | dead."""
+    """A job's place in its life: scheduled -> ready -> in_flight -> completed | dead | cancelled."""
 
     SCHEDULED = 1
     READY = 2
     IN_FLIGHT = 3
     COMPLETED = 4
     DEAD = 5
+    CANCELLED = 6
 
     # Members are ints: hash them as ints (Enum.__hash__ is Python code, and statuses key the
     # counts on every write).
@@ -45,6 +46,7 @@ class Status(enum.IntEnum):
 
 
 _STATUS_BY_CODE = {s.value: s for s in Status}
+ENDED = frozenset({Status.COMPLETED, Status.DEAD, Status.CANCELLED})  # kept for a while, then purged
 
 
 class CorruptRecordError(Exception):

@@ -31,6 +31,8 @@ class _JobStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobStatus.V
     JOB_STATUS_IN_FLIGHT: _JobStatus.ValueType  # 3
     JOB_STATUS_COMPLETED: _JobStatus.ValueType  # 4
     JOB_STATUS_DEAD: _JobStatus.ValueType  # 5
+    JOB_STATUS_CANCELLED: _JobStatus.ValueType  # 6
+    """Cancelled by request (CancelJobs): not run, or its run was told to stop; never retried."""
 
 class JobStatus(_JobStatus, metaclass=_JobStatusEnumTypeWrapper): ...
 
@@ -40,6 +42,8 @@ JOB_STATUS_READY: JobStatus.ValueType  # 2
 JOB_STATUS_IN_FLIGHT: JobStatus.ValueType  # 3
 JOB_STATUS_COMPLETED: JobStatus.ValueType  # 4
 JOB_STATUS_DEAD: JobStatus.ValueType  # 5
+JOB_STATUS_CANCELLED: JobStatus.ValueType  # 6
+"""Cancelled by request (CancelJobs): not run, or its run was told to stop; never retried."""
 Global___JobStatus: _TypeAlias = JobStatus  # noqa: Y015
 
 class _UniqueScope:
@@ -1116,6 +1120,26 @@ class RetryJobsRequest(_message.Message):
 Global___RetryJobsRequest: _TypeAlias = RetryJobsRequest  # noqa: Y015
 
 @_typing.final
+class CancelJobsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILTER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def filter(self) -> Global___JobFilter: ...
+    def __init__(
+        self,
+        *,
+        filter: Global___JobFilter | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelJobsRequest: _TypeAlias = CancelJobsRequest  # noqa: Y015
+
+@_typing.final
 class CronEntry(_message.Message):
     """A periodic job: every tick of `schedule` (5 cron fields, or 6 with seconds first) in
     `timezone` (IANA; empty: UTC) enqueues `job` once. After downtime one catch-up job is enqueued
@@ -1793,6 +1817,30 @@ class Stopping(_message.Message):
 Global___Stopping: _TypeAlias = Stopping  # noqa: Y015
 
 @_typing.final
+class Cancel(_message.Message):
+    """Jobs in flight on this stream that were cancelled (CancelJobs): stop running them if you can
+    (an async handler is cancelled), then answer as usual; they end CANCELLED whatever the answer.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        ids: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Cancel: _TypeAlias = Cancel  # noqa: Y015
+
+@_typing.final
 class TakeResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1801,6 +1849,7 @@ class TakeResponse(_message.Message):
     ACK_RESULT_FIELD_NUMBER: _builtins.int
     FAIL_RESULT_FIELD_NUMBER: _builtins.int
     STOPPING_FIELD_NUMBER: _builtins.int
+    CANCEL_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def jobs(self) -> Global___JobBatch: ...
     @_builtins.property
@@ -1811,6 +1860,8 @@ class TakeResponse(_message.Message):
     def fail_result(self) -> Global___FailResult: ...
     @_builtins.property
     def stopping(self) -> Global___Stopping: ...
+    @_builtins.property
+    def cancel(self) -> Global___Cancel: ...
     def __init__(
         self,
         *,
@@ -1819,12 +1870,13 @@ class TakeResponse(_message.Message):
         ack_result: Global___AckResult | None = ...,
         fail_result: Global___FailResult | None = ...,
         stopping: Global___Stopping | None = ...,
+        cancel: Global___Cancel | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_result", b"ack_result", "fail_result", b"fail_result", "heartbeat", b"heartbeat", "jobs", b"jobs", "kind", b"kind", "stopping", b"stopping"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_result", b"ack_result", "cancel", b"cancel", "fail_result", b"fail_result", "heartbeat", b"heartbeat", "jobs", b"jobs", "kind", b"kind", "stopping", b"stopping"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_result", b"ack_result", "fail_result", b"fail_result", "heartbeat", b"heartbeat", "jobs", b"jobs", "kind", b"kind", "stopping", b"stopping"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_result", b"ack_result", "cancel", b"cancel", "fail_result", b"fail_result", "heartbeat", b"heartbeat", "jobs", b"jobs", "kind", b"kind", "stopping", b"stopping"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["jobs", "heartbeat", "ack_result", "fail_result", "stopping"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["jobs", "heartbeat", "ack_result", "fail_result", "stopping", "cancel"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 

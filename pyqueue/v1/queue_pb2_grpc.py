@@ -114,6 +114,11 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.RetryJobsRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
                 _registered_method=True)
+        self.CancelJobs = channel.unary_unary(
+                '/pyqueue.v1.Queue/CancelJobs',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.CancelJobsRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+                _registered_method=True)
         self.DeleteJobs = channel.unary_unary(
                 '/pyqueue.v1.Queue/DeleteJobs',
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.DeleteJobsRequest.SerializeToString,
@@ -256,6 +261,14 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelJobs(self, request, context):
+        """Cancel jobs: a waiting one (scheduled or ready) at once; one in flight is told on its
+        worker's stream and ends CANCELLED at its next answer. Ended jobs are refused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteJobs(self, request, context):
         """Delete jobs in any status, with payload, errors and index entries: by id or by filter.
         """
@@ -368,6 +381,11 @@ def add_QueueServicer_to_server(servicer, server):
             'RetryJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.RetryJobs,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.RetryJobsRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.SerializeToString,
+            ),
+            'CancelJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJobs,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.CancelJobsRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.SerializeToString,
             ),
             'DeleteJobs': grpc.unary_unary_rpc_method_handler(
@@ -822,6 +840,33 @@ class Queue:
             target,
             '/pyqueue.v1.Queue/RetryJobs',
             pyqueue_dot_v1_dot_queue__pb2.RetryJobsRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/CancelJobs',
+            pyqueue_dot_v1_dot_queue__pb2.CancelJobsRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
             options,
             channel_credentials,

@@ -74,6 +74,10 @@ class QueueStub:
     """Run dead jobs again: back to ready with their error history, and their retries granted
     again. A filter without statuses means the dead jobs it matches; jobs not dead are refused.
     """
+    CancelJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.CancelJobsRequest, _queue_pb2.ChangeResponse]
+    """Cancel jobs: a waiting one (scheduled or ready) at once; one in flight is told on its
+    worker's stream and ends CANCELLED at its next answer. Ended jobs are refused.
+    """
     DeleteJobs: _grpc.UnaryUnaryMultiCallable[_queue_pb2.DeleteJobsRequest, _queue_pb2.ChangeResponse]
     """Delete jobs in any status, with payload, errors and index entries: by id or by filter."""
     PauseQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]
@@ -132,6 +136,10 @@ class QueueAsyncStub(QueueStub):
     RetryJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.RetryJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
     """Run dead jobs again: back to ready with their error history, and their retries granted
     again. A filter without statuses means the dead jobs it matches; jobs not dead are refused.
+    """
+    CancelJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.CancelJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
+    """Cancel jobs: a waiting one (scheduled or ready) at once; one in flight is told on its
+    worker's stream and ends CANCELLED at its next answer. Ended jobs are refused.
     """
     DeleteJobs: _aio.UnaryUnaryMultiCallable[_queue_pb2.DeleteJobsRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
     """Delete jobs in any status, with payload, errors and index entries: by id or by filter."""
@@ -284,6 +292,16 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_queue_pb2.ChangeResponse, _abc.Awaitable[_queue_pb2.ChangeResponse]]:
         """Run dead jobs again: back to ready with their error history, and their retries granted
         again. A filter without statuses means the dead jobs it matches; jobs not dead are refused.
+        """
+
+    @_abc_1.abstractmethod
+    def CancelJobs(
+        self,
+        request: _queue_pb2.CancelJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ChangeResponse, _abc.Awaitable[_queue_pb2.ChangeResponse]]:
+        """Cancel jobs: a waiting one (scheduled or ready) at once; one in flight is told on its
+        worker's stream and ends CANCELLED at its next answer. Ended jobs are refused.
         """
 
     @_abc_1.abstractmethod

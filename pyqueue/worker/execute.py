@@ -22,6 +22,7 @@ from typing import Any
 from pyqueue import tracing
 from pyqueue.app import JobFunction, Kill, Retry
 from pyqueue.client.job import Job
+from pyqueue.context import _CURRENT, CurrentJob
 
 
 class TimeLimitExceeded(Exception):
@@ -39,7 +40,7 @@ class RemoteError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    kind: str  # ok | retry | kill | error | timeout
+    kind: str  # ok | retry | kill | error | timeout | cancelled
     message: str = ""
     error_type: str = ""
     backtrace: str = ""
@@ -67,7 +68,12 @@ def thread_runner(
     async def run(payload: Any) -> Any:
         args, kwargs = arguments(payload)
         if function.is_async:
-            return await function.fn(*args, **kwargs)
+            # Its own task, so that a cancel (CurrentJob.cancel) stops the handler and nothing else.
+            task = asyncio.ensure_future(function.fn(*args, **kwargs))
+            current = _CURRENT.get()
+            if current is not None:
+                current._task = task
+            return await task
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()  # the handler's thread sees the task's span
         return await asyncio.shield(
@@ -77,14 +83,22 @@ def thread_runner(
     return run
 
 
-async def execute(run: Callable[[Any], Awaitable[Any]], job: Job) -> Outcome:
-    """Run one attempt, in the job's trace when there is one; never raises for what the handler did."""
-    with tracing.handling(job) as span:
-        outcome, value = await _attempt(run, job.payload, job.timeout_ms)
-        if outcome.kind == "ok" and job.wants_result:
-            outcome = _result(value)
-        if outcome.kind != "ok":
-            tracing.failed(span, outcome.kind, outcome.message)
+async def execute(
+    run: Callable[[Any], Awaitable[Any]], job: Job, current: CurrentJob | None = None
+) -> Outcome:
+    """Run one attempt, in the job's trace when there is one, with `current_job()` set; never
+    raises for what the handler did."""
+    current = current or CurrentJob(job)
+    token = _CURRENT.set(current)
+    try:
+        with tracing.handling(job) as span:
+            outcome, value = await _attempt(run, job.payload, job.timeout_ms, current)
+            if outcome.kind == "ok" and job.wants_result:
+                outcome = _result(value)
+            if outcome.kind != "ok":
+                tracing.failed(span, outcome.kind, outcome.message)
+    finally:
+        _CURRENT.reset(token)
     return outcome
 
 
@@ -96,12 +110,17 @@ def _result(value: Any) -> Outcome:
 
 
 async def _attempt(
-    run: Callable[[Any], Awaitable[Any]], payload: Any, timeout_ms: int
+    run: Callable[[Any], Awaitable[Any]], payload: Any, timeout_ms: int, current: CurrentJob
 ) -> tuple[Outcome, Any]:
     limit = asyncio.timeout(timeout_ms / 1000 if timeout_ms else None)
     try:
         async with limit:
             value = await run(payload)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if not current.cancelled or (task is not None and task.cancelling()):
+            raise  # the worker itself is stopping, not this job
+        return Outcome("cancelled", "cancelled by request", "Cancelled"), None
     except TimeoutError as exc:
         if not limit.expired():
             return _error(exc), None  # the handler's own time-out, not ours

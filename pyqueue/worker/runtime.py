@@ -31,6 +31,7 @@ from typing import Any
 
 from pyqueue.app import App, JobFunction
 from pyqueue.client import AsyncClient, AsyncTakeStream, Job
+from pyqueue.context import CurrentJob
 from pyqueue.errors import PyQueueError, Unavailable
 from pyqueue.worker.execute import Outcome, execute, thread_runner
 from pyqueue.worker.pool import ProcessPool
@@ -63,6 +64,8 @@ class Worker:
         self.queues = list(config.queues or app.queues or ["default"])
         self.stopping = asyncio.Event()
         self.counts: Counter[str] = Counter()
+        self._running: dict[int, CurrentJob] = {}  # job id -> what current_job() shows its handler
+        self._cancelled: set[int] = set()  # cancelled while prefetched or running, not yet answered
         self._signals = 0
         self._slots = asyncio.Semaphore(config.concurrency)
         self._unknown_logged: set[str] = set()
@@ -159,7 +162,17 @@ class Worker:
                 await _sleep_unless(self.stopping, delay)
                 delay = min(delay * 2, self.config.reconnect_max_s)
 
+    def _on_cancel(self, job_ids: list[int]) -> None:
+        """The server cancelled jobs held here: stop those running (an async handler is
+        cancelled; a sync one sees current_job().cancelled); those not started will not run."""
+        for job_id in job_ids:
+            self._cancelled.add(job_id)
+            current = self._running.get(job_id)
+            if current is not None:
+                current.cancel()
+
     async def _consume(self, stream: AsyncTakeStream) -> None:
+        stream.on_cancel(self._on_cancel)
         running: set[asyncio.Task[None]] = set()
         stop = asyncio.ensure_future(self.stopping.wait())
         try:
@@ -212,10 +225,16 @@ class Worker:
             self._hand_back_unknown(stream, job)
             return
         started = time.perf_counter()
+        current = self._running[job.id] = CurrentJob(job, cancelled=job.id in self._cancelled)
         try:
-            outcome = await execute(self._runner(function), job)
+            if current.cancelled:  # cancelled before it started: it does not run
+                outcome = Outcome("cancelled", "cancelled by request", "Cancelled")
+            else:
+                outcome = await execute(self._runner(function), job, current)
         finally:
             self._slots.release()  # the slot is free once the handler is; the answer waits outside it
+            self._running.pop(job.id, None)
+            self._cancelled.discard(job.id)
         self.counts[outcome.kind] += 1
         self._log(job, function, outcome, (time.perf_counter() - started) * 1000)
         answer: asyncio.Future[Any]

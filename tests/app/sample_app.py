@@ -97,3 +97,17 @@ def multiply(a: int, b: int) -> dict[str, int]:
 @app.job(queue="work", keep_result=600, retries=0)
 def unserialisable() -> object:
     return object()
+
+
+@app.job(queue="work")
+async def wait_forever() -> None:
+    record("waiting")
+    await asyncio.sleep(3600)
+
+
+@app.job(queue="work")
+def cooperative() -> None:
+    record("cooperating")
+    while not pyqueue.current_job().cancelled:
+        time.sleep(0.02)
+    record("noticed the cancel")

@@ -14,12 +14,13 @@ from pyqueue.engine.requests.base import Request, Transitions, check_lease, writ
 from pyqueue.engine.requests.cron import ChangeCron, CronTick, SetCron
 from pyqueue.engine.requests.handback import HandBack
 from pyqueue.engine.requests.producers import Enqueue
-from pyqueue.engine.requests.steering import DeleteJobs, PauseQueue, RetryJobs, UpdateJobs
+from pyqueue.engine.requests.steering import CancelJobs, DeleteJobs, PauseQueue, RetryJobs, UpdateJobs
 from pyqueue.engine.requests.timed import Promote, Purge, Snapshot, Timeout
 from pyqueue.engine.requests.workers import Ack, Claim, Fail, Holder, SetDeadlines
 
 __all__ = [
     "Ack",
+    "CancelJobs",
     "ChangeCron",
     "Claim",
     "CronTick",

@@ -8,11 +8,11 @@ from typing import Any
 
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Rejection
-from pyqueue.engine.retry import RetryPolicy
+from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
 from pyqueue.store import keys
 from pyqueue.store.contract import Family
-from pyqueue.store.records import JobRecord, Status
+from pyqueue.store.records import ENDED, JobRecord, Status
 
 
 class Request:
@@ -90,7 +90,7 @@ class Transitions(Request):
             return None
         message = self.blamed[record.id]
         self.handling = record.id
-        if record.status not in (Status.COMPLETED, Status.DEAD):
+        if record.status not in ENDED:
             write_error(view, record, "internal", message)
             self.finish(view, record, Status.DEAD, keep_dead_ms)
         return Rejection(record.id, "INTERNAL", f"job {record.id} is dead: {message}")
@@ -104,7 +104,7 @@ class Transitions(Request):
 
     def finish(self, view: BatchView, record: JobRecord, status: Status, keep_ms: int) -> None:
         """Completed or dead: kept for `keep_ms` (then purged), or deleted now."""
-        view.events["completed" if status == Status.COMPLETED else "dead", record.queue] += 1
+        view.events[status.label, record.queue] += 1
         self.ended.append(record.id)
         if status == Status.COMPLETED and keep_ms <= 0:
             view.delete(record)
@@ -114,6 +114,14 @@ class Transitions(Request):
         record.expires_ms = view.now_ms + keep_ms if keep_ms > 0 else 0
         view.save(record, before)
         self.finished.append(record)
+
+    def cancelled(self, view: BatchView, record: JobRecord, keep_ms: int) -> bool:
+        """A job in flight whose cancel was asked for ends CANCELLED at whatever answer comes (an
+        ack, a failure, a time-out, its stream's end): it is not completed and never retried."""
+        if not record.options or not JobOptions.decode(record.options).cancelled:
+            return False
+        self.finish(view, record, Status.CANCELLED, keep_ms)
+        return True
 
     def make_ready(self, view: BatchView, record: JobRecord) -> None:
         before = indexed(record)

@@ -52,6 +52,8 @@ class HandBack(Transitions):
             if self.bury(view, record, self.policy.keep_dead_ms):
                 continue
             self.handling = record.id
+            if self.cancelled(view, record, self.policy.keep_dead_ms):
+                continue
             last = "its worker vanished"
             if ending == Ending.RECOVERED:
                 ending = Ending.LOST if record.started_ms else Ending.RELEASED

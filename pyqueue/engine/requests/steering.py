@@ -1,16 +1,17 @@
-"""Changes made by people: update, retry (dead jobs), delete, pause and resume."""
+"""Changes made by people: update, retry (dead jobs), cancel, delete, pause and resume."""
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pyqueue.engine import recovery
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Changes, Outcome, Rejection
 from pyqueue.engine.requests.base import Request, Transitions
-from pyqueue.engine.retry import RetryPolicy
+from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
 from pyqueue.store import keys
 from pyqueue.store.contract import Family
-from pyqueue.store.records import Status
+from pyqueue.store.records import ENDED, Status
 
 MAX_RETRIES = 2**15 - 1  # the record keeps max_retries in an i16
 
@@ -109,6 +110,55 @@ class RetryJobs(Transitions):
             self.make_ready(view, record)
             outcome.done.append((job_id, Status.READY))
         self.result = outcome
+
+
+class CancelJobs(Transitions):
+    """Cancel jobs. A waiting one (scheduled or ready) is CANCELLED now. One in flight is marked
+    (in its record, so a restart keeps the request) and its stream is told: it ends CANCELLED at
+    its next answer, whatever that is. Ended jobs are refused."""
+
+    def __init__(self, job_ids: Sequence[int], memory: Memory, policy: RetryPolicy) -> None:
+        super().__init__(memory)
+        self.job_ids = job_ids
+        self.policy = policy
+        self.unready: list[tuple[str, int, int]] = []
+        self.running: list[tuple[str, int]] = []
+
+    def reset(self) -> None:
+        super().reset()
+        self.unready.clear()
+        self.running.clear()
+
+    def apply(self, view: BatchView) -> None:
+        outcome = Outcome(done=[], rejected=[])
+        for job_id, record in zip(self.job_ids, view.records(self.job_ids), strict=True):
+            if record is None:
+                outcome.rejected.append(Rejection(job_id, "NOT_FOUND", f"job {job_id} does not exist"))
+                continue
+            if record.status in ENDED:
+                outcome.rejected.append(
+                    Rejection(job_id, "FAILED_PRECONDITION", f"job {job_id} is {record.status.label} already")
+                )
+                continue
+            self.handling = job_id
+            if record.status == Status.IN_FLIGHT:
+                options = JobOptions.decode(record.options)
+                record.options = replace(options, cancelled=True).encode()
+                view.save(record, indexed(record))
+                self.running.append((record.queue, job_id))
+            else:
+                if record.status == Status.READY:
+                    self.unready.append((record.queue, record.priority, job_id))
+                self.finish(view, record, Status.CANCELLED, self.policy.keep_dead_ms)
+            outcome.done.append((job_id, record.status))
+        self.result = outcome
+
+    def on_commit(self) -> None:
+        super().on_commit()
+        for queue, priority, job_id in self.unready:
+            self.memory.ready.remove(queue, priority, job_id)
+        if self.running:
+            self.memory.on_cancel(self.running)
 
 
 class DeleteJobs(Request):

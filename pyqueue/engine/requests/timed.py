@@ -8,7 +8,7 @@ from pyqueue.engine.memory import Memory
 from pyqueue.engine.requests.base import Request, Transitions, write_error
 from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView
-from pyqueue.store.records import Status
+from pyqueue.store.records import ENDED, Status
 
 
 class Timeout(Transitions):
@@ -36,6 +36,8 @@ class Timeout(Transitions):
                 "timeout",
                 f"attempt {record.attempts} ran past its timeout of {record.timeout_ms} ms",
             )
+            if self.cancelled(view, record, self.policy.keep_dead_ms):
+                continue
             self.retry_or_die(view, record, self.policy.for_job(JobOptions.decode(record.options)))
             timed_out.append(record.id)
         self.result = timed_out
@@ -77,11 +79,7 @@ class Purge(Request):
         purged = []
         records = view.records([job_id for _, job_id in self.due])
         for (due_ms, _), record in zip(self.due, records, strict=True):
-            if (
-                record is None
-                or record.status not in (Status.COMPLETED, Status.DEAD)
-                or record.expires_ms != due_ms
-            ):
+            if record is None or record.status not in ENDED or record.expires_ms != due_ms:
                 continue
             view.delete(record)
             purged.append(record.id)

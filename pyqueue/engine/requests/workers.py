@@ -140,6 +140,9 @@ class Ack(Transitions):
             self.handling = job_id
             failpoints.fail("ack_job", str(job_id))
             failpoints.crash("crash_at_ack", str(job_id))
+            if self.cancelled(view, record, self.policy.keep_dead_ms):
+                outcome.done.append((job_id, Status.CANCELLED))
+                continue
             policy = self.policy
             if record.options:
                 options = JobOptions.decode(record.options)
@@ -180,6 +183,9 @@ class Fail(Transitions):
             assert record is not None
             self.handling = failure.job_id
             write_error(view, record, "error", failure.message, failure.error_type, failure.backtrace)
+            if self.cancelled(view, record, self.policy.keep_dead_ms):
+                outcome.done.append((failure.job_id, Status.CANCELLED))
+                continue
             policy = self.policy.for_job(JobOptions.decode(record.options))
             status = self.retry_or_die(view, record, policy, failure.retry_at_ms, failure.kill, self.rng)
             outcome.done.append((failure.job_id, status))
