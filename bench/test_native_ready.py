@@ -90,3 +90,27 @@ def test_memory_per_ready_job_at_a_million(benchmark) -> None:  # type: ignore[n
     per_job = benchmark.pedantic(measure, rounds=3, iterations=1)
     benchmark.extra_info["bytes_per_ready_job"] = round(per_job, 1)
     print(f"\nmemory per ready job at 1M: {per_job:.1f} bytes (RSS growth, fresh process)")
+
+
+@pytest.mark.parametrize("blocked_percent", [0, 50, 99])
+def test_claim_with_jobs_blocked_by_limits(benchmark, blocked_percent: int) -> None:  # type: ignore[no-untyped-def]
+    """1M ready jobs, `blocked_percent` of them in a queue at its max_running: a claim over both
+    queues passes the blocked queue by in O(1) (no scan past its jobs)."""
+    ready = _native.ReadyIndex()
+    blocked = MILLION * blocked_percent // 100
+    for queue, lo, hi in (("limited", 0, blocked), ("free", blocked, MILLION)):
+        for start in range(lo, hi, 100_000):
+            ready.insert_many(queue, [(0, i) for i in range(start, min(start + 100_000, hi))])
+    ready.set_limit("limited", 1, 0.0, 0.0, 1)  # one running already: the cap is reached
+    selection = ready.select(["limited", "free"])
+    counter = iter(range(MILLION, 10**12))
+
+    def claim_and_refill() -> None:
+        assert len(selection.claim(1)) == 1
+        ready.insert("free", 0, next(counter))
+        ready.finished("free", 1)
+
+    benchmark.extra_info["ready_jobs"] = MILLION
+    benchmark.extra_info["blocked_percent"] = blocked_percent
+    benchmark(claim_and_refill)
+    assert ready.count("limited") == blocked, "the blocked queue gave nothing out"

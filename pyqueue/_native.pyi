@@ -24,6 +24,13 @@ class ReadyIndex:
         """The store's range is read to its end: every key of the lane may be given out."""
     def loading(self) -> list[str]:
         """The queues whose lanes are still loading, sorted."""
+    def set_limit(self, queue: str, max_running: int, rate_per_s: float, burst: float, running: int) -> None:
+        """At most `max_running` in flight (0: no cap), `rate_per_s` a second in bursts of `burst`
+        (0: no rate); `running` is how many of the queue's jobs are in flight now."""
+    def finished(self, queue: str, n: int) -> bool:
+        """`n` of the queue's jobs left flight; True if the queue is limited."""
+    def running(self, queue: str) -> int:
+        """The queue's jobs in flight as its limit counts them."""
     def remove(self, queue: str, priority: int, job_id: int) -> bool:
         """True if this call removed the key."""
     def count(self, queue: str) -> int: ...
@@ -40,6 +47,10 @@ class Selection:
     def claim(self, max: int) -> list[int]:
         """Remove and return up to `max` job ids, most urgent first across the selected queues.
         Removal is the claim: concurrent claimers never get the same id."""
+    def claim_lanes(self, max: int) -> list[tuple[int, int]]:
+        """Like `claim`, with the index (in the selected queues) of each id's queue."""
+    def limit_wait_ms(self) -> int:
+        """Milliseconds until a rate-limited queue with ready jobs gets a token (0: none waits)."""
     def has_ready(self) -> bool:
         """Whether `claim` would give out a job now."""
 

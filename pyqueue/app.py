@@ -197,6 +197,7 @@ class App:
         self.batching = batching  # concurrent enqueues share calls (see pyqueue/client/batching.py)
         self.jobs: dict[str, JobFunction[Any, Any]] = {}
         self.periodic_jobs: dict[str, dict[str, Any]] = {}  # name -> entry (Client.set_cron's shape)
+        self.queue_limits: dict[str, dict[str, Any]] = {}  # queue -> Client.set_queue_limit's options
         self.executor: Any = None  # the worker sets its thread pool here
         self._client: Client | None = None
         self._async_clients: dict[int, AsyncClient] = {}
@@ -301,6 +302,13 @@ class App:
             return function
 
         return register
+
+    def limit(
+        self, queue: str, *, max_running: int = 0, rate: float | str | None = None, burst: float = 0
+    ) -> None:
+        """Declare a queue's limits (see Client.set_queue_limit); `pyqueue worker` sets them on the
+        server when it starts, like the periodic jobs."""
+        self.queue_limits[queue] = {"max_running": max_running, "rate": rate, "burst": burst}
 
     def declare_periodic(self) -> list[Any]:
         """Send the app's periodic jobs to the server (what `pyqueue worker` does when it starts)."""

@@ -72,6 +72,27 @@ impl ReadyIndex {
         self.inner.loading()
     }
 
+    /// Limit the queue: at most `max_running` in flight (0: no cap) and `rate_per_s` jobs a
+    /// second with bursts of `burst` (0: no rate); `running` is how many are in flight now.
+    fn set_limit(&self, queue: &str, max_running: u64, rate_per_s: f64, burst: f64, running: u64) {
+        self.inner
+            .lane(queue)
+            .limit
+            .set(max_running, rate_per_s, burst, running);
+    }
+
+    /// `n` of the queue's jobs left flight; true if the queue is limited (claimers should look).
+    fn finished(&self, queue: &str, n: u64) -> bool {
+        let lane = self.inner.lane(queue);
+        lane.limit.finished(n);
+        lane.limit.is_limited()
+    }
+
+    /// The queue's jobs in flight as its limit counts them.
+    fn running(&self, queue: &str) -> u64 {
+        self.inner.lane(queue).limit.running()
+    }
+
     fn remove(&self, queue: &str, priority: u16, job_id: u64) -> bool {
         self.inner.remove(queue, &(priority, job_id))
     }
@@ -121,6 +142,26 @@ impl Selection {
             .into_iter()
             .map(|(_, (_, id))| id)
             .collect()
+    }
+
+    /// Like `claim`, with the index (in the selected queues) of the queue each id came from.
+    fn claim_lanes(&self, max: usize) -> Vec<(usize, u64)> {
+        claim(&self.lanes, max)
+            .into_iter()
+            .map(|(lane, (_, id))| (lane, id))
+            .collect()
+    }
+
+    /// Milliseconds until a rate-limited queue with ready jobs gets its next token (0: none is
+    /// waiting on a rate).
+    fn limit_wait_ms(&self) -> u64 {
+        self.lanes
+            .iter()
+            .filter(|lane| !lane.is_paused() && !lane.is_empty())
+            .map(|lane| lane.limit.wait_ms())
+            .filter(|&ms| ms > 0)
+            .min()
+            .unwrap_or(0)
     }
 
     /// Whether `claim` would give out a job now.

@@ -11,6 +11,7 @@
 //! stops there (across lanes too) rather than break the order. Serving starts as soon as each
 //! lane's first keys are in, not when the whole backlog is.
 
+use crate::limits::Limit;
 use crossbeam_skiplist::set::Entry;
 use crossbeam_skiplist::SkipSet;
 use std::collections::HashMap;
@@ -27,6 +28,8 @@ pub struct Lane {
     loading: AtomicBool,
     /// While loading: every stored key up to this one is in the set (None: none loaded yet).
     horizon: Mutex<Option<ReadyKey>>,
+    /// The queue's limits (max running, rate): a lane at its limit offers nothing.
+    pub limit: Limit,
 }
 
 /// What one lane offers a claimer next.
@@ -115,8 +118,8 @@ impl Lane {
     }
 
     fn next(&self) -> Option<Next<'_>> {
-        if self.is_paused() {
-            return None;
+        if self.is_paused() || !self.limit.allows() {
+            return None; // held back, not more urgent than anything: other lanes go on
         }
         let front = self.set.front();
         if !self.is_loading() {
@@ -160,9 +163,14 @@ pub fn claim(lanes: &[Arc<Lane>], max: usize) -> Vec<(usize, ReadyKey)> {
     while claimed.len() < max {
         match most_urgent(lanes) {
             Some((i, Next::Take(entry))) => {
+                if !lanes[i].limit.try_take() {
+                    continue; // the lane reached its limit meanwhile: it offers nothing now
+                }
                 // Losing the race means another claimer took this key: look again.
                 if entry.remove() {
                     claimed.push((i, *entry.value()));
+                } else {
+                    lanes[i].limit.refund();
                 }
             }
             Some((_, Next::Wait(_))) | None => break,
@@ -343,6 +351,22 @@ mod tests {
         a.finish_loading();
         assert_eq!(ids(&claim(&lanes, 10)), vec![4, 8]);
         assert!(index.loading().is_empty());
+    }
+
+    #[test]
+    fn a_lane_at_its_limit_is_passed_by_and_comes_back_when_a_job_finishes() {
+        let index = ReadyIndex::new();
+        let (a, b) = (index.lane("a"), index.lane("b"));
+        a.limit.set(2, 0.0, 0.0, 0);
+        for id in 0..5 {
+            a.insert((0, id));
+        }
+        b.insert((9, 100)); // less urgent, but a is held back by its cap
+        let lanes = [a.clone(), b];
+        assert_eq!(ids(&claim(&lanes, 10)), vec![0, 1, 100]);
+        assert!(!has_claimable(&lanes));
+        a.limit.finished(1);
+        assert_eq!(ids(&claim(&lanes, 10)), vec![2]);
     }
 
     #[test]

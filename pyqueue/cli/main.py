@@ -6,7 +6,7 @@ from pyqueue.cli.check import check, repair
 from pyqueue.cli.cron import cron
 from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
-from pyqueue.cli.steer import cancel, delete, jobs, pause, queues, resume, retry, update
+from pyqueue.cli.steer import cancel, delete, jobs, limit, pause, queues, resume, retry, update
 from pyqueue.cli.top import top
 from pyqueue.cli.worker import worker
 from pyqueue.cli.workers import workers
@@ -37,5 +37,5 @@ main.add_command(worker)
 main.add_command(workers)
 main.add_command(top)
 main.add_command(cron)
-for command in (jobs, queues, update, retry, cancel, delete, pause, resume):
+for command in (jobs, queues, update, retry, cancel, delete, pause, resume, limit):
     main.add_command(command)

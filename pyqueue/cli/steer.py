@@ -98,15 +98,31 @@ def queues(ctx: click.Context, as_json: bool) -> None:
         fail(exc)
     if as_json:
         click.echo(
-            json.dumps([{"name": q.name, "paused": q.paused, "counts": q.counts} for q in found], indent=2)
+            json.dumps(
+                [
+                    {"name": q.name, "paused": q.paused, "counts": q.counts}
+                    | (
+                        {
+                            "limits": {
+                                "max_running": q.max_running,
+                                "rate_per_s": q.rate_per_s,
+                                "burst": q.burst,
+                            }
+                        }
+                        if q.limits
+                        else {}
+                    )
+                    for q in found
+                ],
+                indent=2,
+            )
         )
         return
     columns = ["scheduled", "ready", "in_flight", "completed", "dead"]
     table = Table("queue", "state", *columns)
     for q in found:
-        table.add_row(
-            q.name, "paused" if q.paused else "running", *(str(q.counts.get(c, 0)) for c in columns)
-        )
+        state = ("paused" if q.paused else "running") + (f"\n{q.limits}" if q.limits else "")
+        table.add_row(q.name, state, *(str(q.counts.get(c, 0)) for c in columns))
     Console().print(table)
 
 
@@ -251,6 +267,35 @@ def cancel(
         raise click.UsageError("give job ids, or a filter (--queue, --type, --status)")
     filters = _filters(queues, types, statuses or ("scheduled", "ready", "in_flight"))
     _bulk(ctx, "cancel", ids, filters, yes, lambda client, chunk: client.cancel_jobs(ids=chunk))
+
+
+@click.command()
+@click.argument("queue")
+@click.option(
+    "--max-running", type=click.IntRange(0), default=0, help="At most this many in flight (0: no cap)."
+)
+@click.option("--rate", default=None, help="At most this rate, as N/s, N/m or N/h (for example 100/s).")
+@click.option(
+    "--burst",
+    type=click.FloatRange(0),
+    default=0,
+    help="Jobs the rate lets go at once (default: one second's worth).",
+)
+@click.option("--clear", is_flag=True, help="Remove the queue's limits.")
+@click.pass_context
+def limit(
+    ctx: click.Context, queue: str, max_running: int, rate: str | None, burst: float, clear: bool
+) -> None:
+    """Limit QUEUE across all its workers: how many of its jobs run at once, and how fast they
+    start. Limited jobs stay ready and go out the moment they are allowed. Replaces earlier limits."""
+    if clear == bool(max_running or rate):
+        raise click.UsageError("give --max-running and/or --rate, or --clear")
+    try:
+        with client_for(ctx) as client:
+            info = client.set_queue_limit(queue, max_running=max_running, rate=rate, burst=burst)
+    except (PyQueueError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{queue}: {info.limits or 'no limits'}")
 
 
 @click.command()

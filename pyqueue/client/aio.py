@@ -26,7 +26,15 @@ from pyqueue.client.client import (
 from pyqueue.client.enqueue_stream import AsyncStreamedEnqueues
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
-from pyqueue.client.steering import ChangeResult, CronInfo, QueueInfo, WorkerInfo, job_changes, job_filter
+from pyqueue.client.steering import (
+    ChangeResult,
+    CronInfo,
+    QueueInfo,
+    WorkerInfo,
+    job_changes,
+    job_filter,
+    parse_rate,
+)
 from pyqueue.errors import FailedPrecondition, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -217,6 +225,14 @@ class AsyncClient:
     async def cron_entries(self) -> list[CronInfo]:
         response = await self._call(self._stub.ListCron, pb.ListCronRequest())
         return [CronInfo.from_pb(e) for e in response.entries]
+
+    async def set_queue_limit(
+        self, queue: str, *, max_running: int = 0, rate: float | str | None = None, burst: float = 0
+    ) -> QueueInfo:
+        """Limit a queue (see Client.set_queue_limit)."""
+        per_s = parse_rate(rate) if isinstance(rate, str) else float(rate or 0)
+        request = pb.SetQueueLimitRequest(queue=queue, max_running=max_running, rate_per_s=per_s, burst=burst)
+        return QueueInfo.from_pb(await self._call(self._stub.SetQueueLimit, request))
 
     async def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""

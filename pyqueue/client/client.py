@@ -26,6 +26,7 @@ from pyqueue.client.steering import (
     WorkerInfo,
     job_changes,
     job_filter,
+    parse_rate,
 )
 from pyqueue.client.take import MultiTakeStream, TakeStream
 from pyqueue.errors import FailedPrecondition, JobFailed, Unavailable, from_code_name, from_rpc_error
@@ -487,6 +488,17 @@ class Client:
     def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""
         return str(self._call(self._stub.Metrics, pb.MetricsRequest()).text)
+
+    def set_queue_limit(
+        self, queue: str, *, max_running: int = 0, rate: float | str | None = None, burst: float = 0
+    ) -> QueueInfo:
+        """Limit a queue, across all its workers: at most `max_running` jobs in flight, and a
+        `rate` (jobs a second, or "100/s", "5/m", "60/h") in bursts of `burst` (default: one
+        second's worth). A limited job stays ready and is delivered the moment it is allowed.
+        Calling again replaces the limits; all zero (the defaults) clears them."""
+        per_s = parse_rate(rate) if isinstance(rate, str) else float(rate or 0)
+        request = pb.SetQueueLimitRequest(queue=queue, max_running=max_running, rate_per_s=per_s, burst=burst)
+        return QueueInfo.from_pb(self._call(self._stub.SetQueueLimit, request))
 
     def pause(self, queue: str) -> QueueInfo:
         """Keep taking enqueues for `queue`, but deliver nothing until `resume` (survives restarts)."""

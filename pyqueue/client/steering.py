@@ -119,10 +119,28 @@ class QueueInfo:
     name: str
     paused: bool
     counts: dict[str, int] = field(default_factory=dict)
+    max_running: int = 0  # limits (Client.set_queue_limit); 0: none
+    rate_per_s: float = 0.0
+    burst: float = 0.0
 
     @classmethod
     def from_pb(cls, message: pb.QueueInfo) -> "QueueInfo":
-        return cls(message.name, message.paused, dict(message.counts))
+        return cls(
+            message.name,
+            message.paused,
+            dict(message.counts),
+            message.max_running,
+            message.rate_per_s,
+            message.burst,
+        )
+
+    @property
+    def limits(self) -> str:
+        """The limits in words ("" when none)."""
+        parts = [f"max {self.max_running} running"] if self.max_running else []
+        if self.rate_per_s:
+            parts.append(f"{self.rate_per_s:g}/s" + (f" (burst {self.burst:g})" if self.burst else ""))
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -229,3 +247,15 @@ class ChangeResult:
     @classmethod
     def from_pb(cls, message: pb.ChangeResponse) -> "ChangeResult":
         return cls(list(message.changed), [Rejected(r.id, r.code, r.message) for r in message.rejected])
+
+
+_PER = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_rate(text: str) -> float:
+    """'100/s', '5/m' or '60/h' as jobs a second."""
+    count, _, per = text.replace(" ", "").partition("/")
+    try:
+        return float(count) / _PER[per[:1] or "s"]
+    except (ValueError, KeyError):
+        raise ValueError(f"rate {text!r} is not N/s, N/m or N/h (for example 100/s)") from None

@@ -64,6 +64,7 @@ class Committer:
         max_batch: int = 4096,
         counts: Counts | None = None,
         telemetry: Telemetry | None = None,
+        on_left_flight: Callable[[dict[str, int]], None] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -76,6 +77,7 @@ class Committer:
         self._threads: list[threading.Thread] = []
         self._cache = InFlightCache(counts)  # touched only by the writer thread
         self._telemetry = telemetry or Telemetry()
+        self._on_left_flight = on_left_flight
         self.commits = 0
         self.syncs = 0
 
@@ -136,6 +138,8 @@ class Committer:
                 raise
             view.publish()
             self._telemetry.publish(view.events, view.waits, view.jobs_changed)
+            if view.left_flight and self._on_left_flight is not None:
+                self._on_left_flight(view.left_flight)
         self.commits += 1
         waiting = [r for r in requests if r.needs_sync and r.error is None] if self._durable else []
         now = [r for r in requests if not (r.needs_sync and r.error is None)] if waiting else requests

@@ -130,12 +130,18 @@ class Consumer:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []
+            # A queue held back by its rate has no event to wake us: look again at its next token.
+            throttled = self._selection.limit_wait_ms() / 1000
+            nap = min(remaining, throttled) if throttled else remaining
             self._wake.clear()
             self._waiting = True
             try:
-                async with asyncio.timeout(remaining):
+                async with asyncio.timeout(nap):
                     await self._wake.wait()
             except TimeoutError:
+                if nap < remaining:
+                    self._look = True
+                    continue
                 return []
             finally:
                 self._waiting = False
@@ -154,22 +160,34 @@ class Consumer:
 
     async def _claim(self) -> list[JobView]:
         want = self.credit
-        job_ids = self._selection.claim(want)
-        if not job_ids:
+        claimed = self._selection.claim_lanes(want)
+        if not claimed:
             return []
+        job_ids = [job_id for _, job_id in claimed]
         self._claiming = len(job_ids)
+        jobs: list[JobView] = []
         try:
             jobs = await self.engine.confirm_claim(job_ids, self)
         except EngineError as exc:
             # A claim the writer could not confirm (a damaged block, say): the stream goes on; the
             # jobs stay ready in the store, and the next start's rebuild offers them again.
-            log.error("claiming jobs %s failed (%s); they wait for the next start", list(job_ids), exc)
-            return []
+            log.error("claiming jobs %s failed (%s); they wait for the next start", job_ids, exc)
         finally:
             self._claiming = 0
+            if len(jobs) < len(claimed):  # stale hints or over the byte budget: give their slots back
+                self._give_back(claimed, jobs)
+        if not jobs:
+            return []
         if self._selection.has_ready():
             self.engine.dispatcher.announce(self.queues)  # pass the baton to the next stream
         return jobs
+
+    def _give_back(self, claimed: list[tuple[int, int]], jobs: list[JobView]) -> None:
+        taken = {job.record.id for job in jobs}
+        ready = self.engine.memory.ready
+        for lane, job_id in claimed:
+            if job_id not in taken:
+                ready.finished(self.queues[lane], 1)
 
     # Answers from the worker.
     def _current(self, job_id: int, lease: int, seen: set[int]) -> Rejection | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pyqueue import failpoints
-from pyqueue.engine import cron, query, ranges, rebuild, recovery, requests
+from pyqueue.engine import cron, query, queue_limits, ranges, rebuild, recovery, requests
 from pyqueue.engine.alarm import AlarmClock, AlarmConfig
 from pyqueue.engine.committer import Committer
 from pyqueue.engine.consumer import Consumer
@@ -43,6 +43,7 @@ from pyqueue.engine.model import (
     system_clock,
 )
 from pyqueue.engine.purger import Purger
+from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.engine.reaper import Reaper
 from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.scheduler import Scheduler
@@ -97,6 +98,8 @@ class Engine:
             s.rearm for s in self.services
         )
         self.cron = CronService(self._cron_tick, clock)
+        self.queue_limits: dict[str, QueueLimit] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.disk = DiskGuard(getattr(store, "path", "."), config.min_free_bytes)
         self._committer: Committer | None = None
         self._rebuild: asyncio.Task[None] | None = None
@@ -110,7 +113,7 @@ class Engine:
         """Recover what was in flight, then serve while the in-memory sets rebuild behind.
 
         `services=False` leaves the timed services stopped, for tests that drive `run_once`."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         rekeyed = recovery.rekey_ready(self.store)
         if rekeyed:
             log.info("rewrote %d ready index keys in run order (a store from an older version)", rekeyed)
@@ -124,6 +127,7 @@ class Engine:
             on_fatal=self.config.on_fatal,
             counts=self.memory.counts,
             telemetry=self.telemetry,
+            on_left_flight=self._left_flight,
         )
         self._committer.start()
         stale = recovery.in_flight_ids(self.store)
@@ -133,6 +137,10 @@ class Engine:
             )
         if stale:
             log.info("returned %d jobs that were in flight at the last stop to ready", len(stale))
+        self.queue_limits = queue_limits.load(self.store)
+        for queue, limit in self.queue_limits.items():  # nothing is in flight yet: recovery is done
+            bucket = limit.bucket if limit.rate_per_s else 0
+            self.memory.ready.set_limit(queue, limit.max_running, limit.rate_per_s, bucket, 0)
         entries = cron.load(self.store)
         if services:
             for service in self.services:
@@ -313,6 +321,13 @@ class Engine:
                 if not waiting:
                     del self._waiters[job_id]
 
+    def _left_flight(self, by_queue: dict[str, int]) -> None:
+        """From the writer, after a commit: jobs left flight; a limited queue may give out more."""
+        ready = self.memory.ready
+        limited = [queue for queue, n in by_queue.items() if ready.finished(queue, n)]
+        if limited and self._loop is not None:
+            self._loop.call_soon_threadsafe(self.dispatcher.announce, limited)
+
     def _tell_holders(self, running: list[tuple[str, int]]) -> None:
         """Jobs in flight were cancelled: tell the streams that hold them."""
         for queue, job_id in running:
@@ -363,10 +378,14 @@ class Engine:
         raw = self.store.get(Family.DATA, keys.job_key(keys.id_suffix(first[0])))
         return JobRecord.decode(keys.id_suffix(first[0]), raw).updated_ms if raw else None
 
-    def queues(self) -> list[tuple[str, bool, dict[str, int]]]:
+    def queues(self) -> list[tuple[str, bool, dict[str, int], QueueLimit]]:
         counts = self.memory.counts.by_queue()
         names = set(counts) | {q for q in self.memory.ready.queues() if self.memory.ready.is_paused(q)}
-        return [(q, self.memory.ready.is_paused(q), counts.get(q, {})) for q in sorted(names)]
+        names |= set(self.queue_limits)
+        return [
+            (q, self.memory.ready.is_paused(q), counts.get(q, {}), self.queue_limits.get(q, QueueLimit()))
+            for q in sorted(names)
+        ]
 
     def check_changes(self, changes: Changes) -> None:
         """The same checks as an enqueue, for the fields a change sets."""
@@ -483,6 +502,15 @@ class Engine:
             requests.CronTick(entry.name, tick_ms, job, self.ids, self.memory)
         )
         return created[0][0] if created else None
+
+    async def set_queue_limit(self, queue: str, limit: QueueLimit) -> None:
+        self.config.limits.check_name("queue", queue)
+        limit.check()
+        await self._submit(requests.SetQueueLimit(queue, limit, self.memory))
+        if limit.is_set:
+            self.queue_limits[queue] = limit
+        else:
+            self.queue_limits.pop(queue, None)
 
     async def set_paused(self, queue: str, paused: bool) -> None:
         self.config.limits.check_name("queue", queue)

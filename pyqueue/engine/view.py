@@ -63,6 +63,7 @@ class BatchView:
         self.events: defaultdict[tuple[str, str], int] = defaultdict(int)  # faster than a Counter
         self.waits: dict[str, list[float]] = {}
         self._meta: dict[bytes, bytes | None] = {}
+        self.left_flight: defaultdict[str, int] = defaultdict(int)  # queue -> jobs that left flight
 
     def records(self, job_ids: Sequence[int]) -> list[JobRecord | None]:
         seen, cached = self._seen, self._cache.records
@@ -115,6 +116,8 @@ class BatchView:
             if old_key != new_key:
                 self.batch.delete(Family.INDEX, old_key)
             self.batch.put(Family.INDEX, new_key, record.status_value())
+        if old_status == Status.IN_FLIGHT and record.status != Status.IN_FLIGHT:
+            self.left_flight[old_queue] += 1
         if (old_queue, old_status) != (record.queue, record.status):
             self.batch.delete(Family.INDEX, keys.queue_key(old_queue, old_status, record.id))
             self.batch.put(Family.INDEX, keys.queue_key(record.queue, record.status, record.id), b"")
@@ -124,6 +127,8 @@ class BatchView:
 
     def delete(self, record: JobRecord) -> None:
         """Remove the job with its payload, error records and every index entry."""
+        if record.status == Status.IN_FLIGHT:
+            self.left_flight[record.queue] += 1
         delete = self.batch.delete
         delete(Family.DATA, keys.job_key(record.id))
         delete(Family.DATA, keys.payload_key(record.id))

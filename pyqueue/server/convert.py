@@ -6,6 +6,7 @@ from pyqueue.engine.cron_entry import CronEntry
 from pyqueue.engine.errors import InvalidArgument
 from pyqueue.engine.model import Changes, ErrorEntry, JobView, Outcome
 from pyqueue.engine.query import Bounds, JobFilter
+from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.engine.retry import JobOptions
 from pyqueue.store.records import Status
 from pyqueue.v1 import queue_pb2 as pb
@@ -154,3 +155,14 @@ def cron_to_pb(entry: CronEntry) -> pb.CronEntry:
     if job.max_retries >= 0:
         message.job.max_retries = job.max_retries
     return message
+
+
+def queue_info(name: str, paused: bool, counts: dict[str, int], limit: QueueLimit) -> pb.QueueInfo:
+    return pb.QueueInfo(
+        name=name,
+        paused=paused,
+        counts=counts,
+        max_running=limit.max_running,
+        rate_per_s=limit.rate_per_s,
+        burst=limit.burst,
+    )

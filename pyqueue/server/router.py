@@ -124,6 +124,15 @@ class Router(pb_grpc.QueueServicer):
         )
 
     @answered
+    async def SetQueueLimit(self, request: pb.SetQueueLimitRequest, context: Context) -> pb.QueueInfo:
+        return cast(
+            pb.QueueInfo,
+            await self._forward(
+                self.topology.shard_of_queue(request.queue), "SetQueueLimit", request, context
+            ),
+        )
+
+    @answered
     async def GetTopology(self, request: pb.TopologyRequest, context: Context) -> pb.Topology:
         return self.topology.to_pb()
 

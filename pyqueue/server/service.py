@@ -6,6 +6,7 @@ from pyqueue.cluster import Topology, slot_of
 from pyqueue.cluster.metadata import MetadataError, read_json
 from pyqueue.engine import Engine, EngineError, FailedPrecondition
 from pyqueue.engine.model import NewJob
+from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.server import metrics
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import (
@@ -16,6 +17,7 @@ from pyqueue.server.convert import (
     error_to_pb,
     filter_from_pb,
     job_to_pb,
+    queue_info,
 )
 from pyqueue.server.status import AnsweringStream, Context, abort, answer_each, answered
 from pyqueue.server.take import TakeStream
@@ -81,8 +83,8 @@ class QueueService(pb_grpc.QueueServicer):
         await self.engine.wait_rebuilt()  # the counts are whole once the start-up rebuild is done
         return pb.ListQueuesResponse(
             queues=[
-                pb.QueueInfo(name=name, paused=paused, counts=counts)
-                for name, paused, counts in self.engine.queues()
+                queue_info(name, paused, counts, limit)
+                for name, paused, counts, limit in self.engine.queues()
             ]
         )
 
@@ -135,8 +137,21 @@ class QueueService(pb_grpc.QueueServicer):
             await self.engine.set_paused(queue, paused)
         except EngineError as exc:
             await abort(context, exc)
-        counts = next((c for name, _, c in self.engine.queues() if name == queue), {})
-        return pb.QueueInfo(name=queue, paused=paused, counts=counts)
+        return self._queue_info(queue)
+
+    def _queue_info(self, queue: str) -> pb.QueueInfo:
+        found = next((q for q in self.engine.queues() if q[0] == queue), None)
+        return queue_info(*found) if found else pb.QueueInfo(name=queue)
+
+    @answered
+    async def SetQueueLimit(self, request: pb.SetQueueLimitRequest, context: Context) -> pb.QueueInfo:
+        try:
+            self._check_owner(request.queue)
+            limit = QueueLimit(request.max_running, request.rate_per_s, request.burst)
+            await self.engine.set_queue_limit(request.queue, limit)
+        except EngineError as exc:
+            await abort(context, exc)
+        return self._queue_info(request.queue)
 
     @answered
     async def GetTopology(self, request: pb.TopologyRequest, context: Context) -> pb.Topology:

@@ -739,8 +739,15 @@ class QueueInfo(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     PAUSED_FIELD_NUMBER: _builtins.int
     COUNTS_FIELD_NUMBER: _builtins.int
+    MAX_RUNNING_FIELD_NUMBER: _builtins.int
+    RATE_PER_S_FIELD_NUMBER: _builtins.int
+    BURST_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     paused: _builtins.bool
+    max_running: _builtins.int
+    """Its limits (SetQueueLimit); 0: none."""
+    rate_per_s: _builtins.float
+    burst: _builtins.float
     @_builtins.property
     def counts(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     def __init__(
@@ -749,14 +756,50 @@ class QueueInfo(_message.Message):
         name: _builtins.str = ...,
         paused: _builtins.bool = ...,
         counts: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        max_running: _builtins.int = ...,
+        rate_per_s: _builtins.float = ...,
+        burst: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "name", b"name", "paused", b"paused"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["burst", b"burst", "counts", b"counts", "max_running", b"max_running", "name", b"name", "paused", b"paused", "rate_per_s", b"rate_per_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___QueueInfo: _TypeAlias = QueueInfo  # noqa: Y015
+
+@_typing.final
+class SetQueueLimitRequest(_message.Message):
+    """At most `max_running` of the queue's jobs in flight across all workers, and at most
+    `rate_per_s` started a second in bursts of `burst` (0: one second's worth); 0 clears each.
+    Enforced when jobs are given out: a limited job stays ready and goes out once allowed.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    MAX_RUNNING_FIELD_NUMBER: _builtins.int
+    RATE_PER_S_FIELD_NUMBER: _builtins.int
+    BURST_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    max_running: _builtins.int
+    rate_per_s: _builtins.float
+    burst: _builtins.float
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        max_running: _builtins.int = ...,
+        rate_per_s: _builtins.float = ...,
+        burst: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["burst", b"burst", "max_running", b"max_running", "queue", b"queue", "rate_per_s", b"rate_per_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetQueueLimitRequest: _TypeAlias = SetQueueLimitRequest  # noqa: Y015
 
 @_typing.final
 class ListQueuesResponse(_message.Message):

@@ -134,6 +134,11 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.QueueRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
                 _registered_method=True)
+        self.SetQueueLimit = channel.unary_unary(
+                '/pyqueue.v1.Queue/SetQueueLimit',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.SetQueueLimitRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
+                _registered_method=True)
         self.GetTopology = channel.unary_unary(
                 '/pyqueue.v1.Queue/GetTopology',
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.TopologyRequest.SerializeToString,
@@ -289,6 +294,12 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetQueueLimit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTopology(self, request, context):
         """Which shard owns which queues, and where each shard listens. A queue's slot is
         crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
@@ -401,6 +412,11 @@ def add_QueueServicer_to_server(servicer, server):
             'ResumeQueue': grpc.unary_unary_rpc_method_handler(
                     servicer.ResumeQueue,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.QueueRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.SerializeToString,
+            ),
+            'SetQueueLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQueueLimit,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.SetQueueLimitRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.SerializeToString,
             ),
             'GetTopology': grpc.unary_unary_rpc_method_handler(
@@ -948,6 +964,33 @@ class Queue:
             target,
             '/pyqueue.v1.Queue/ResumeQueue',
             pyqueue_dot_v1_dot_queue__pb2.QueueRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetQueueLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/SetQueueLimit',
+            pyqueue_dot_v1_dot_queue__pb2.SetQueueLimitRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
             options,
             channel_credentials,

@@ -83,6 +83,7 @@ class QueueStub:
     PauseQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]
     """A paused queue takes enqueues but delivers nothing; the state survives restarts."""
     ResumeQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]
+    SetQueueLimit: _grpc.UnaryUnaryMultiCallable[_queue_pb2.SetQueueLimitRequest, _queue_pb2.QueueInfo]
     GetTopology: _grpc.UnaryUnaryMultiCallable[_queue_pb2.TopologyRequest, _queue_pb2.Topology]
     """Which shard owns which queues, and where each shard listens. A queue's slot is
     crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
@@ -146,6 +147,7 @@ class QueueAsyncStub(QueueStub):
     PauseQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]  # type: ignore[assignment]
     """A paused queue takes enqueues but delivers nothing; the state survives restarts."""
     ResumeQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]  # type: ignore[assignment]
+    SetQueueLimit: _aio.UnaryUnaryMultiCallable[_queue_pb2.SetQueueLimitRequest, _queue_pb2.QueueInfo]  # type: ignore[assignment]
     GetTopology: _aio.UnaryUnaryMultiCallable[_queue_pb2.TopologyRequest, _queue_pb2.Topology]  # type: ignore[assignment]
     """Which shard owns which queues, and where each shard listens. A queue's slot is
     crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
@@ -324,6 +326,13 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
     def ResumeQueue(
         self,
         request: _queue_pb2.QueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.QueueInfo, _abc.Awaitable[_queue_pb2.QueueInfo]]: ...
+
+    @_abc_1.abstractmethod
+    def SetQueueLimit(
+        self,
+        request: _queue_pb2.SetQueueLimitRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.QueueInfo, _abc.Awaitable[_queue_pb2.QueueInfo]]: ...
 

@@ -109,7 +109,7 @@ class Worker:
             self.config.pool,
             self.app.address,
         )
-        if self.app.periodic_jobs and not await self._declare_periodic():
+        if (self.app.periodic_jobs or self.app.queue_limits) and not await self._declare():
             return 2
         summary = loop.create_task(self._summaries()) if self.config.summary_s > 0 else None
         try:
@@ -123,14 +123,23 @@ class Worker:
         log.info("worker stopped: %s", self._summary())
         return 0
 
-    async def _declare_periodic(self) -> bool:
-        """Send the app's periodic jobs to the server (waiting for it); False if it refuses them."""
+    async def _declare(self) -> bool:
+        """Send the app's periodic jobs and queue limits to the server (waiting for it); False if
+        it refuses them."""
         delay = 0.1
         while not self.stopping.is_set():
             try:
                 async with AsyncClient(self.app.address) as client:
-                    declared = await client.set_cron(self.app.periodic_jobs.values())
-                log.info("declared %d periodic jobs: %s", len(declared), ", ".join(e.name for e in declared))
+                    if self.app.periodic_jobs:
+                        declared = await client.set_cron(self.app.periodic_jobs.values())
+                        log.info(
+                            "declared %d periodic jobs: %s",
+                            len(declared),
+                            ", ".join(e.name for e in declared),
+                        )
+                    for queue, options in self.app.queue_limits.items():
+                        info = await client.set_queue_limit(queue, **options)
+                        log.info("declared the limits of %s: %s", queue, info.limits or "none")
                 return True
             except Unavailable as exc:
                 log.warning(
@@ -139,7 +148,12 @@ class Worker:
                 await _sleep_unless(self.stopping, delay)
                 delay = min(delay * 2, self.config.reconnect_max_s)
             except PyQueueError as exc:
-                log.critical("the server refused the app's periodic jobs: %s: %s", exc.code.name, exc)
+                log.critical(
+                    "the server refused the app's periodic jobs or limits: %s: %s", exc.code.name, exc
+                )
+                return False
+            except ValueError as exc:  # a rate that does not parse
+                log.critical("the app's queue limits are wrong: %s", exc)
                 return False
         return True
 

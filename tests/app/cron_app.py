@@ -9,3 +9,6 @@ app = pyqueue.App()
 @app.job(queue="cron", name="beat")
 def beat() -> None:
     pass
+
+
+app.limit("cron", max_running=1)  # declared by `pyqueue worker` with the periodic job

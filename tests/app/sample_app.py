@@ -111,3 +111,15 @@ def cooperative() -> None:
     while not pyqueue.current_job().cancelled:
         time.sleep(0.02)
     record("noticed the cancel")
+
+
+@app.job(queue="limited")
+def overlap(seconds: float) -> None:
+    started = time.time()
+    time.sleep(seconds)
+    record(f"ran {started} {time.time()}")
+
+
+@app.job(queue="rated")
+def stamp() -> None:
+    record(f"at {time.time()}")

@@ -67,6 +67,7 @@ def test_one_job_per_tick_across_a_kill_9_with_two_workers(tmp_path) -> None:  #
         outputs = [worker.communicate(timeout=60)[0] for worker in workers]
         server.close()
     assert all("declared 1 periodic jobs: beat" in out for out in outputs), outputs
+    assert all("declared the limits of cron: max 1 running" in out for out in outputs), outputs
     ticks = [int(j.headers["pyqueue-cron-tick"]) for j in jobs]
     assert len(ticks) == len(set(ticks)), f"a tick was enqueued twice: {ticks}"
     assert all(t % 1000 == 0 for t in ticks)

@@ -154,7 +154,9 @@ def test_the_api_refuses_changes_without_its_header_and_bad_filters(tmp_path) ->
         assert call(f"/api/jobs/{job.id}/delete", "POST")[0] == 403
         assert call("/api/jobs?status=bogus") == (
             400,
-            {"error": "unknown status 'bogus'; one of scheduled, ready, in_flight, completed, dead, cancelled"},
+            {
+                "error": "unknown status 'bogus'; one of scheduled, ready, in_flight, completed, dead, cancelled"
+            },
         )
         assert call("/api/jobs/12345")[0] == 404
         status, body = call(f"/api/jobs/{job.id}/retry", "POST", {"X-Pyqueue-Action": "1"})

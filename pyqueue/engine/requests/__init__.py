@@ -14,7 +14,14 @@ from pyqueue.engine.requests.base import Request, Transitions, check_lease, writ
 from pyqueue.engine.requests.cron import ChangeCron, CronTick, SetCron
 from pyqueue.engine.requests.handback import HandBack
 from pyqueue.engine.requests.producers import Enqueue
-from pyqueue.engine.requests.steering import CancelJobs, DeleteJobs, PauseQueue, RetryJobs, UpdateJobs
+from pyqueue.engine.requests.steering import (
+    CancelJobs,
+    DeleteJobs,
+    PauseQueue,
+    RetryJobs,
+    SetQueueLimit,
+    UpdateJobs,
+)
 from pyqueue.engine.requests.timed import Promote, Purge, Snapshot, Timeout
 from pyqueue.engine.requests.workers import Ack, Claim, Fail, Holder, SetDeadlines
 
@@ -36,6 +43,7 @@ __all__ = [
     "RetryJobs",
     "SetCron",
     "SetDeadlines",
+    "SetQueueLimit",
     "Snapshot",
     "Timeout",
     "Transitions",

@@ -3,9 +3,10 @@
 from collections.abc import Sequence
 from dataclasses import replace
 
-from pyqueue.engine import recovery
+from pyqueue.engine import queue_limits, recovery
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Changes, Outcome, Rejection
+from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.engine.requests.base import Request, Transitions
 from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
@@ -192,6 +193,28 @@ class DeleteJobs(Request):
             self.memory.ready.remove(queue, priority, job_id)
         if self.result is not None and self.result.done:
             self.memory.on_ended([job_id for job_id, _ in self.result.done])
+
+
+class SetQueueLimit(Request):
+    """Set (or clear) a queue's limits: persisted, then applied to its lane."""
+
+    def __init__(self, queue: str, limit: QueueLimit, memory: Memory) -> None:
+        super().__init__()
+        self.queue = queue
+        self.limit = limit
+        self.memory = memory
+
+    def apply(self, view: BatchView) -> None:
+        view.put_meta(queue_limits.key(self.queue), self.limit.encode() if self.limit.is_set else None)
+
+    def on_commit(self) -> None:
+        # Count the queue's jobs in flight now, so a cap set under load holds from the start.
+        running = self.memory.counts.total([self.queue], [Status.IN_FLIGHT])
+        limit = self.limit
+        self.memory.ready.set_limit(
+            self.queue, limit.max_running, limit.rate_per_s, limit.bucket if limit.rate_per_s else 0, running
+        )
+        self.memory.dispatcher.announce([self.queue])
 
 
 class PauseQueue(Request):
