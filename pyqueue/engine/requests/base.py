@@ -14,6 +14,8 @@ from pyqueue.store import keys
 from pyqueue.store.contract import Family
 from pyqueue.store.records import ENDED, JobRecord, Status
 
+_EVENT = {Status.COMPLETED: "completed", Status.DEAD: "dead", Status.CANCELLED: "cancelled"}
+
 
 class Request:
     needs_sync = True
@@ -104,7 +106,7 @@ class Transitions(Request):
 
     def finish(self, view: BatchView, record: JobRecord, status: Status, keep_ms: int) -> None:
         """Completed or dead: kept for `keep_ms` (then purged), or deleted now."""
-        view.events[status.label, record.queue] += 1
+        view.events[_EVENT[status], record.queue] += 1
         self.ended.append(record.id)
         if status == Status.COMPLETED and keep_ms <= 0:
             view.delete(record)
