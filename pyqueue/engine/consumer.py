@@ -174,8 +174,8 @@ class Consumer:
             log.error("claiming jobs %s failed (%s); they wait for the next start", job_ids, exc)
         finally:
             self._claiming = 0
-            if len(jobs) < len(claimed):  # stale hints or over the byte budget: give their slots back
-                self._give_back(claimed, jobs)
+        if len(jobs) < len(claimed):  # stale hints or over the byte budget: give their slots back
+            self._give_back(claimed, jobs)
         if not jobs:
             return []
         if self._selection.has_ready():
