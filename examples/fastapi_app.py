@@ -27,4 +27,4 @@ class Signup(BaseModel):
 @api.post("/signup", status_code=202)
 async def signup(body: Signup) -> dict[str, int | str]:
     job = await send_welcome.enqueue_async(body.email)  # answered once the job is on disk
-    return {"job": job.id, "status": job.status}
+    return {"job": str(job.id), "status": job.status}  # a string: ids pass 2**53, past what JSON numbers keep

@@ -5,6 +5,8 @@ Private: the server uses it; applications use pyqueue.Client. Every call is thre
 
 from typing import Any
 
+__version__: str  # the native crate's version
+
 class CoalescerClosed(Exception):
     """Raised by Coalescer.push once the coalescer is closed."""
 

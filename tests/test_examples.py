@@ -36,7 +36,7 @@ def test_fastapi_route_enqueues(server: ServerProcess, monkeypatch) -> None:  # 
         response = http.post("/signup", json={"email": "ada@example.com"})
     assert response.status_code == 202
     with pyqueue.Client(server.address) as client:
-        job = client.get_job(response.json()["job"])
+        job = client.get_job(int(response.json()["job"]))
     assert (job.type, job.queue, job.payload) == (
         "fastapi_app.send_welcome",
         "mail",

@@ -289,5 +289,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ClaimToken>()?;
     m.add_class::<Coalescer>()?;
     m.add("CoalescerClosed", m.py().get_type::<CoalescerClosed>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -12,7 +12,14 @@ from pyqueue.cli.worker import worker
 from pyqueue.cli.workers import workers
 
 
+def _version() -> str:
+    from pyqueue import __version__, native
+
+    return f"pyqueue {__version__} (native {native.__version__})"
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "PYQUEUE"})
+@click.version_option(message=_version(), package_name="pyqueue")
 @click.option(
     "--address",
     envvar="PYQUEUE_ADDRESS",

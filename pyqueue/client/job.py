@@ -138,9 +138,11 @@ class Job:
         self._taken().release(self, int(delay * 1000))
 
     def to_dict(self) -> dict[str, Any]:
+        """The job as JSON-ready values. The id is a string: ids pass 2**53, where JSON numbers
+        lose digits in JavaScript and other readers."""
         payload = self.payload if not isinstance(self.payload, bytes) else self.payload.hex()
         return {
-            "id": self.id,
+            "id": str(self.id),
             "type": self.type,
             "queue": self.queue,
             "priority": self.priority,

@@ -143,8 +143,7 @@ class Dashboard:
 
 
 def _job(job: Any) -> dict[str, Any]:
-    out: dict[str, Any] = job.to_dict()
-    out["id"] = str(job.id)
+    out: dict[str, Any] = job.to_dict()  # the id is a string already
     if isinstance(job.payload, bytes):
         try:
             out["payload"] = job.payload.decode()

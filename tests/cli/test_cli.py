@@ -29,6 +29,7 @@ def test_enqueue_prints_the_id_and_job_shows_it(server) -> None:  # type: ignore
     shown = json.loads(run(server, "job", str(job_id), "--json").stdout)
     assert shown["type"] == "email.send" and shown["queue"] == "mail" and shown["priority"] == 7
     assert shown["payload"] == {"to": "x"} and shown["status"] == "ready"
+    assert shown["id"] == str(job_id), "ids are strings in JSON (they pass 2**53)"
     table = run(server, "job", str(job_id)).stdout
     assert "email.send" in table and "ready" in table
 
@@ -60,3 +61,11 @@ def test_check_is_clean_on_a_store_with_a_paused_queue(server, client: pyqueue.C
     out = check_store(server.data_dir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ok:" in out.stdout
+
+
+def test_version_names_the_package_and_the_native_extension() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pyqueue", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"pyqueue {pyqueue.__version__} (native {pyqueue.native.__version__})"
