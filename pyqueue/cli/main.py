@@ -2,6 +2,7 @@
 
 import click
 
+from pyqueue import __version__
 from pyqueue.cli.check import check, repair
 from pyqueue.cli.cron import cron
 from pyqueue.cli.jobs import enqueue, errors, job
@@ -19,7 +20,7 @@ def _version() -> str:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "PYQUEUE"})
-@click.version_option(message=_version(), package_name="pyqueue")
+@click.version_option(version=__version__, message=_version())
 @click.option(
     "--address",
     envvar="PYQUEUE_ADDRESS",

@@ -7,7 +7,21 @@ from pathlib import Path
 import click
 
 from pyqueue.cli.logs import log_options, setup_logging
-from pyqueue.server.config import DEFAULT_HTTP_LISTEN
+
+DEFAULT_HTTP_LISTEN = "127.0.0.1:7412"
+SERVER_MODULES = ("rocksdict", "croniter", "grpc_health", "grpc_reflection")
+
+
+def check_server_installed() -> None:
+    """`pip install pyqueue` is the client and worker; the server needs the `server` extra."""
+    import importlib.util
+
+    missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise click.ClickException(
+            f"pyqueue serve needs the server's dependencies ({', '.join(missing)} missing): "
+            "pip install 'pyqueue[server]'"
+        )
 
 
 @click.command()
@@ -163,6 +177,7 @@ def serve(
     log_format: str,
 ) -> None:
     """Run the server on an embedded store in DATA_DIR."""
+    check_server_installed()
     from pyqueue.engine.limits import Limits
     from pyqueue.engine.retry import RetryPolicy
     from pyqueue.server import ServerConfig

@@ -8,7 +8,6 @@ from pyqueue.engine.retry import RetryPolicy
 
 DEFAULT_LISTEN = "127.0.0.1:7411"
 DEFAULT_DATA_DIR = "./pyqueue-data"
-DEFAULT_HTTP_LISTEN = "127.0.0.1:7412"
 
 
 @dataclass(frozen=True)
