@@ -205,7 +205,12 @@ def test_a_request_that_fails_inside_the_writer_fails_alone(tmp_path) -> None:  
                 trigger.unlink()
                 b.ack()
                 assert client.enqueue("t").id, "the server goes on taking work"
-            assert client.get_job(a.id).status == "ready", "the failed ack changed nothing"
+            # The failed ack changed nothing: the job is in flight until the stream's end hands it
+            # back, which the server writes just after the stream ends (so wait for it).
+            deadline = time.monotonic() + 30
+            while (status := client.get_job(a.id).status) == "in_flight" and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert status == "ready", "the failed ack changed nothing"
         assert server.proc is not None and server.proc.poll() is None
     finally:
         server.close()
