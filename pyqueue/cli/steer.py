@@ -11,9 +11,10 @@ from rich.table import Column, Table
 
 from pyqueue.cli.jobs import client_for, fail
 from pyqueue.client import UNSET
+from pyqueue.client.steering import STATUSES
 from pyqueue.errors import PyQueueError
 
-STATUS_CHOICE = click.Choice(["scheduled", "ready", "in_flight", "completed", "dead"])
+STATUS_CHOICE = click.Choice(list(STATUSES))  # every status the server knows, cancelled included
 CHUNK = 1000
 
 
@@ -118,7 +119,7 @@ def queues(ctx: click.Context, as_json: bool) -> None:
             )
         )
         return
-    columns = ["scheduled", "ready", "in_flight", "completed", "dead"]
+    columns = list(STATUSES)
     table = Table("queue", "state", *columns)
     for q in found:
         state = ("paused" if q.paused else "running") + (f"\n{q.limits}" if q.limits else "")

@@ -97,3 +97,12 @@ def test_limit_sets_shows_and_clears_a_queues_limits(server, client: pyqueue.Cli
     assert "give --max-running and/or --rate, or --clear" in run(server, "limit", "mail", ok=False).stderr
     assert "mail: no limits" in run(server, "limit", "mail", "--clear").stdout
     assert all(q.limits == "" for q in client.queues())
+
+
+def test_cancelled_jobs_can_be_listed_and_counted(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    job = client.enqueue("t", queue="mail")
+    client.cancel(job.id)
+    listed = json.loads(run(server, "jobs", "--queue", "mail", "--status", "cancelled", "--json").stdout)
+    assert [j["id"] for j in listed] == [str(job.id)]
+    (mail,) = json.loads(run(server, "queues", "--json").stdout)
+    assert mail["counts"] == {"cancelled": 1}
