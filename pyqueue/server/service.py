@@ -1,5 +1,7 @@
 """The Queue servicer: protobuf in, engine calls, protobuf out."""
 
+import asyncio
+
 import grpc
 
 from pyqueue.cluster import Topology, slot_of
@@ -276,7 +278,9 @@ class QueueService(pb_grpc.QueueServicer):
             if stream.consumer is not None:
                 for queue in stream.consumer.queues:
                     workers[queue] = workers.get(queue, 0) + 1
-        return metrics.render(metrics.shard_families(self.engine, workers))
+        # Off the event loop: the gauges read the store (the oldest ready job, the files' sizes).
+        families = await asyncio.to_thread(metrics.shard_families, self.engine, workers)
+        return metrics.render(families)
 
     def end_streams(self) -> None:
         for stream in tuple(self.streams):
