@@ -4,6 +4,7 @@ Run with `make bench` (pytest-benchmark). Memory is measured as RSS growth (Linu
 a fresh process for a clean figure.
 """
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,36 @@ def test_claim_with_jobs_blocked_by_limits(benchmark, blocked_percent: int) -> N
     benchmark.extra_info["blocked_percent"] = blocked_percent
     benchmark(claim_and_refill)
     assert ready.count("limited") == blocked, "the blocked queue gave nothing out"
+
+
+@pytest.mark.parametrize("blocked_percent", [0, 50, 99])
+def test_claim_with_keys_blocked_by_their_cap(benchmark, blocked_percent: int) -> None:  # type: ignore[no-untyped-def]
+    """1M ready jobs with limit keys (10,000 keys of 100 jobs), `blocked_percent` of the keys at
+    their per-key cap: a claim looks only at the keys allowed to run (no scan past blocked jobs)."""
+    ready = _native.ReadyIndex()
+    ready.set_key_cap("q", 1)
+    keys = [f"customer-{k}" for k in range(10_000)]
+    blocked = keys[: len(keys) * blocked_percent // 100]
+    free = keys[len(blocked) :]
+    for i, key in enumerate(blocked):  # one job of each blocked key runs: its cap is reached
+        ready.insert_keyed("q", 0, i, key)
+    assert len(ready.select(["q"]).claim(len(blocked))) == len(blocked)
+    job_id = len(blocked)
+    for key in keys:
+        for _ in range(100):
+            ready.insert_keyed("q", 1, job_id, key)
+            job_id += 1
+    selection = ready.select(["q"])
+    counter = iter(range(job_id, 10**12))
+    refill = itertools.cycle(free)
+
+    def claim_and_refill() -> None:
+        claimed = selection.claim(1)
+        assert len(claimed) == 1
+        ready.insert_keyed("q", 1, next(counter), next(refill))
+        ready.finished("q", 1, claimed)
+
+    benchmark.extra_info["ready_jobs"] = MILLION
+    benchmark.extra_info["blocked_keys_percent"] = blocked_percent
+    benchmark(claim_and_refill)
+    assert ready.count("q") == MILLION, "every claim was refilled, and blocked keys gave nothing out"

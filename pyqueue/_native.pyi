@@ -15,13 +15,18 @@ class ReadyIndex:
 
     def __init__(self) -> None: ...
     def insert(self, queue: str, priority: int, job_id: int) -> None: ...
+    def insert_keyed(self, queue: str, priority: int, job_id: int, limit_key: str) -> None:
+        """Insert a job that carries a limit key: it runs under the queue's per-key cap."""
     def insert_many(self, queue: str, keys: list[tuple[int, int]]) -> None:
         """Insert many (priority, id) keys into one queue (the start-up rebuild)."""
     def begin_loading(self, queues: list[str]) -> None:
         """Mark these lanes as loading from the store: each gives out nothing until `load`."""
-    def load(self, queue: str, keys: list[tuple[int, int]]) -> None:
-        """Insert keys read from the store in (priority, id) order. While the lane is loading, its
-        horizon moves to the last key: claims give out nothing beyond it, across lanes too."""
+    def load(
+        self, queue: str, keys: list[tuple[int, int]], keyed: list[tuple[int, int, str]] = ...
+    ) -> None:
+        """Insert keys read from the store in (priority, id) order, with the jobs that carry a
+        limit key apart as (priority, id, limit key). While the lane is loading, its horizon moves
+        to the last key of either: claims give out nothing beyond it, across lanes too."""
     def finish_loading(self, queue: str) -> None:
         """The store's range is read to its end: every key of the lane may be given out."""
     def loading(self) -> list[str]:
@@ -29,8 +34,13 @@ class ReadyIndex:
     def set_limit(self, queue: str, max_running: int, rate_per_s: float, burst: float, running: int) -> None:
         """At most `max_running` in flight (0: no cap), `rate_per_s` a second in bursts of `burst`
         (0: no rate); `running` is how many of the queue's jobs are in flight now."""
-    def finished(self, queue: str, n: int) -> bool:
-        """`n` of the queue's jobs left flight; True if the queue is limited."""
+    def set_key_cap(self, queue: str, cap: int) -> None:
+        """At most `cap` jobs of any one limit key of the queue in flight (0: no cap)."""
+    def finished(self, queue: str, n: int, keyed: list[int] = ...) -> bool:
+        """`n` of the queue's jobs left flight, among them `keyed` (the ids of those with a limit
+        key); True if the queue is limited (claimers should look again)."""
+    def key_running(self, queue: str, limit_key: str) -> int:
+        """How many of the queue's jobs with this limit key are in flight."""
     def running(self, queue: str) -> int:
         """The queue's jobs in flight as its limit counts them."""
     def remove(self, queue: str, priority: int, job_id: int) -> bool:

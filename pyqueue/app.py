@@ -62,6 +62,9 @@ class Options:
     unique: bool | Callable[..., str] = False
     unique_scope: str = "queued"
     keep_result: float | None = None  # keep the return value this many seconds (job.result())
+    # The key its queue's per-key cap counts it under: a string, or a function of the job's
+    # arguments (a customer id, say).
+    limit_key: str | Callable[..., str] | None = None
 
     def spec(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -76,6 +79,9 @@ class Options:
         }
         if self.keep_result is not None:
             spec["keep_result"] = self.keep_result
+        if self.limit_key is not None:
+            key = self.limit_key
+            spec["limit_key"] = key(*payload["args"], **payload["kwargs"]) if callable(key) else key
         if self.unique:
             if callable(self.unique):
                 key = self.unique(*payload["args"], **payload["kwargs"])
@@ -119,7 +125,7 @@ class JobFunction(Generic[P, R]):
 
     def options(self, **changes: Any) -> "BoundJob[P, R]":
         """The same job with other options for the next enqueue: delay, run_at, priority, queue,
-        retries, timeout, unique, unique_scope, keep_result."""
+        retries, timeout, unique, unique_scope, keep_result, limit_key."""
         return BoundJob(self, replace(self.defaults, **changes))
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
@@ -235,6 +241,7 @@ class App:
         unique: bool | Callable[..., str] = False,
         unique_scope: str = "queued",
         keep_result: float | None = None,
+        limit_key: str | Callable[..., str] | None = None,
     ) -> "JobDecorator": ...
 
     def job(
@@ -250,10 +257,12 @@ class App:
         unique: bool | Callable[..., str] = False,
         unique_scope: str = "queued",
         keep_result: float | None = None,
+        limit_key: str | Callable[..., str] | None = None,
     ) -> Any:
         """Declare a job type. Its name defaults to the function's import path (module.qualname).
         `keep_result` (seconds; default the app's) keeps each run's return value for
-        `job.result()`."""
+        `job.result()`. `limit_key` (a string, or a function of the job's arguments) is the key
+        the queue's per-key cap counts each job under (`app.limit(queue, key_max_running=N)`)."""
         options = Options(
             queue=queue,
             priority=priority,
@@ -262,6 +271,7 @@ class App:
             unique=unique,
             unique_scope=unique_scope,
             keep_result=keep_result if keep_result is not None else self.keep_result,
+            limit_key=limit_key,
         )
 
         def register(f: Callable[..., Any]) -> JobFunction[Any, Any]:
@@ -304,11 +314,22 @@ class App:
         return register
 
     def limit(
-        self, queue: str, *, max_running: int = 0, rate: float | str | None = None, burst: float = 0
+        self,
+        queue: str,
+        *,
+        max_running: int = 0,
+        rate: float | str | None = None,
+        burst: float = 0,
+        key_max_running: int = 0,
     ) -> None:
         """Declare a queue's limits (see Client.set_queue_limit); `pyqueue worker` sets them on the
         server when it starts, like the periodic jobs."""
-        self.queue_limits[queue] = {"max_running": max_running, "rate": rate, "burst": burst}
+        self.queue_limits[queue] = {
+            "max_running": max_running,
+            "rate": rate,
+            "burst": burst,
+            "key_max_running": key_max_running,
+        }
 
     def declare_periodic(self) -> list[Any]:
         """Send the app's periodic jobs to the server (what `pyqueue worker` does when it starts)."""

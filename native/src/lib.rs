@@ -4,6 +4,7 @@
 //! wrapper compiled only with the `python` feature, which maturin enables.
 
 pub mod coalescer;
+pub mod keyed;
 pub mod limits;
 pub mod ready;
 pub mod timers;

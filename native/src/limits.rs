@@ -122,7 +122,9 @@ impl Limit {
     pub fn finished(&self, n: u64) {
         let _ = self
             .running
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| Some(r.saturating_sub(n)));
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                Some(r.saturating_sub(n))
+            });
     }
 
     pub fn running(&self) -> u64 {

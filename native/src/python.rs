@@ -44,6 +44,13 @@ impl ReadyIndex {
         self.inner.insert(queue, (priority, job_id));
     }
 
+    /// Insert a job that carries a limit key: it runs under the queue's per-key cap.
+    fn insert_keyed(&self, queue: &str, priority: u16, job_id: u64, limit_key: &str) {
+        self.inner
+            .lane(queue)
+            .insert_keyed((priority, job_id), limit_key);
+    }
+
     /// Insert many (priority, id) keys into one queue: the start-up rebuild path.
     fn insert_many(&self, queue: &str, keys: Vec<(u16, u64)>) {
         let lane = self.inner.lane(queue);
@@ -59,9 +66,18 @@ impl ReadyIndex {
         }
     }
 
-    /// Keys read from the store in (priority, id) order; the lane's horizon moves to the last.
-    fn load(&self, queue: &str, keys: Vec<(u16, u64)>) {
-        self.inner.lane(queue).load(keys);
+    /// Keys read from the store in (priority, id) order, the jobs with a limit key apart; the
+    /// lane's horizon moves to the last of either.
+    #[pyo3(signature = (queue, keys, keyed=Vec::new()))]
+    fn load(&self, queue: &str, keys: Vec<(u16, u64)>, keyed: Vec<(u16, u64, String)>) {
+        let lane = self.inner.lane(queue);
+        let mut last = None;
+        for (priority, job_id, limit_key) in keyed {
+            lane.insert_keyed((priority, job_id), &limit_key);
+            last = last.max(Some((priority, job_id)));
+        }
+        lane.load(keys);
+        lane.advance_horizon(last);
     }
 
     fn finish_loading(&self, queue: &str) {
@@ -81,11 +97,27 @@ impl ReadyIndex {
             .set(max_running, rate_per_s, burst, running);
     }
 
-    /// `n` of the queue's jobs left flight; true if the queue is limited (claimers should look).
-    fn finished(&self, queue: &str, n: u64) -> bool {
+    /// At most `cap` jobs of any one limit key of the queue in flight (0: no cap).
+    fn set_key_cap(&self, queue: &str, cap: u64) {
+        self.inner.lane(queue).set_key_cap(cap);
+    }
+
+    /// `n` of the queue's jobs left flight, among them `keyed` (ids of jobs with a limit key);
+    /// true if the queue is limited (claimers should look again).
+    #[pyo3(signature = (queue, n, keyed=Vec::new()))]
+    fn finished(&self, queue: &str, n: u64, keyed: Vec<u64>) -> bool {
         let lane = self.inner.lane(queue);
         lane.limit.finished(n);
-        lane.limit.is_limited()
+        let mut reopened = false;
+        for job_id in keyed {
+            reopened |= lane.finished_keyed(job_id);
+        }
+        reopened || lane.limit.is_limited()
+    }
+
+    /// How many of the queue's jobs with this limit key are in flight.
+    fn key_running(&self, queue: &str, limit_key: &str) -> u64 {
+        self.inner.lane(queue).key_running(limit_key)
     }
 
     /// The queue's jobs in flight as its limit counts them.

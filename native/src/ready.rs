@@ -11,6 +11,7 @@
 //! stops there (across lanes too) rather than break the order. Serving starts as soon as each
 //! lane's first keys are in, not when the whole backlog is.
 
+use crate::keyed::Keyed;
 use crate::limits::Limit;
 use crossbeam_skiplist::set::Entry;
 use crossbeam_skiplist::SkipSet;
@@ -30,11 +31,16 @@ pub struct Lane {
     horizon: Mutex<Option<ReadyKey>>,
     /// The queue's limits (max running, rate): a lane at its limit offers nothing.
     pub limit: Limit,
+    /// Jobs with a limit key, each key under its own cap (only locked once a lane has had one).
+    keyed: Mutex<Keyed>,
+    has_keyed: AtomicBool,
 }
 
 /// What one lane offers a claimer next.
 enum Next<'a> {
     Take(Entry<'a, ReadyKey>),
+    /// The front of the keys allowed to run (taken under the lane's keyed lock).
+    TakeKeyed(ReadyKey),
     /// Loading and nothing here up to the horizon: a key after it may be the most urgent.
     Wait(Option<ReadyKey>),
 }
@@ -52,6 +58,7 @@ impl Next<'_> {
     fn bound(&self) -> Option<ReadyKey> {
         match self {
             Next::Take(entry) => Some(*entry.value()),
+            Next::TakeKeyed(key) => Some(*key),
             Next::Wait(horizon) => *horizon,
         }
     }
@@ -62,16 +69,58 @@ impl Lane {
         self.set.insert(key);
     }
 
+    /// Insert a job that carries a limit key.
+    pub fn insert_keyed(&self, key: ReadyKey, limit_key: &str) {
+        self.has_keyed.store(true, Ordering::Release);
+        self.keyed.lock().unwrap().insert(key, limit_key);
+    }
+
     pub fn remove(&self, key: &ReadyKey) -> bool {
         self.set.remove(key).is_some()
+            || (self.has_keyed() && self.keyed.lock().unwrap().remove(key.1))
+    }
+
+    fn has_keyed(&self) -> bool {
+        self.has_keyed.load(Ordering::Acquire)
     }
 
     pub fn len(&self) -> usize {
-        self.set.len()
+        self.set.len() + self.keyed_len()
+    }
+
+    fn keyed_len(&self) -> usize {
+        if self.has_keyed() {
+            self.keyed.lock().unwrap().len()
+        } else {
+            0
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
+        self.set.is_empty() && self.keyed_len() == 0
+    }
+
+    /// At most `cap` jobs of any one limit key in flight (0: no cap).
+    pub fn set_key_cap(&self, cap: u64) {
+        if cap > 0 {
+            self.has_keyed.store(true, Ordering::Release);
+        }
+        self.keyed.lock().unwrap().set_cap(cap);
+    }
+
+    /// An attempt of a job left flight: if it carried a limit key, the key may run one more.
+    /// Returns whether the lane caps its keys (claimers should look again).
+    pub fn finished_keyed(&self, job_id: u64) -> bool {
+        if !self.has_keyed() {
+            return false;
+        }
+        let mut keyed = self.keyed.lock().unwrap();
+        keyed.finished(job_id) && keyed.cap() > 0
+    }
+
+    /// How many jobs with this limit key are in flight.
+    pub fn key_running(&self, limit_key: &str) -> u64 {
+        self.keyed.lock().unwrap().running(limit_key)
     }
 
     /// A paused lane keeps its jobs but gives none out.
@@ -85,6 +134,7 @@ impl Lane {
 
     pub fn clear(&self) {
         self.set.clear();
+        self.keyed.lock().unwrap().clear();
     }
 
     /// Start loading from the store: nothing is given out until `load` moves the horizon.
@@ -100,6 +150,11 @@ impl Lane {
             self.set.insert(key);
             last = Some(key);
         }
+        self.advance_horizon(last);
+    }
+
+    /// While loading: every stored key up to `last` is in (call after inserting them).
+    pub fn advance_horizon(&self, last: Option<ReadyKey>) {
         if self.is_loading() && last.is_some() {
             let mut horizon = self.horizon.lock().unwrap();
             if last > *horizon {
@@ -121,15 +176,35 @@ impl Lane {
         if self.is_paused() || !self.limit.allows() {
             return None; // held back, not more urgent than anything: other lanes go on
         }
-        let front = self.set.front();
+        let front = self.set.front().map(Next::Take);
+        let front = match (front, self.keyed_front()) {
+            (Some(plain), Some(keyed)) if keyed < plain.bound().expect("a take has a key") => {
+                Some(Next::TakeKeyed(keyed))
+            }
+            (None, Some(keyed)) => Some(Next::TakeKeyed(keyed)),
+            (plain, _) => plain,
+        };
         if !self.is_loading() {
-            return front.map(Next::Take);
+            return front;
         }
         let horizon = *self.horizon.lock().unwrap();
         match front {
-            Some(entry) if Some(*entry.value()) <= horizon => Some(Next::Take(entry)),
+            Some(next) if next.bound() <= horizon => Some(next),
             _ => Some(Next::Wait(horizon)),
         }
+    }
+
+    fn keyed_front(&self) -> Option<ReadyKey> {
+        if self.has_keyed() {
+            self.keyed.lock().unwrap().peek()
+        } else {
+            None
+        }
+    }
+
+    /// Take `key` from the keyed jobs if it is still their most urgent allowed one.
+    fn take_keyed(&self, key: ReadyKey) -> bool {
+        self.keyed.lock().unwrap().take(key)
     }
 }
 
@@ -169,6 +244,16 @@ pub fn claim(lanes: &[Arc<Lane>], max: usize) -> Vec<(usize, ReadyKey)> {
                 // Losing the race means another claimer took this key: look again.
                 if entry.remove() {
                     claimed.push((i, *entry.value()));
+                } else {
+                    lanes[i].limit.refund();
+                }
+            }
+            Some((i, Next::TakeKeyed(key))) => {
+                if !lanes[i].limit.try_take() {
+                    continue;
+                }
+                if lanes[i].take_keyed(key) {
+                    claimed.push((i, key));
                 } else {
                     lanes[i].limit.refund();
                 }
@@ -367,6 +452,38 @@ mod tests {
         assert!(!has_claimable(&lanes));
         a.limit.finished(1);
         assert_eq!(ids(&claim(&lanes, 10)), vec![2]);
+    }
+
+    #[test]
+    fn keyed_jobs_keep_the_lane_order_and_a_capped_key_is_passed_by() {
+        let index = ReadyIndex::new();
+        let lane = index.lane("q");
+        lane.set_key_cap(1);
+        lane.insert_keyed((0, 1), "acme");
+        lane.insert_keyed((0, 2), "acme");
+        lane.insert((0, 3));
+        lane.insert_keyed((1, 4), "zeta");
+        assert_eq!(lane.len(), 4);
+        let lanes = [lane.clone()];
+        assert_eq!(ids(&claim(&lanes, 10)), vec![1, 3, 4]); // 2 waits for acme's slot
+        assert!(!has_claimable(&lanes));
+        assert!(lane.finished_keyed(1));
+        assert_eq!(ids(&claim(&lanes, 10)), vec![2]);
+        assert!(!lane.remove(&(0, 2)) && lane.is_empty());
+    }
+
+    #[test]
+    fn a_loading_lane_holds_keyed_jobs_to_its_horizon_too() {
+        let index = ReadyIndex::new();
+        let lane = index.lane("q");
+        lane.begin_loading();
+        lane.insert_keyed((0, 9), "k"); // live, beyond anything loaded
+        lane.insert_keyed((0, 1), "k");
+        lane.advance_horizon(Some((0, 1)));
+        let lanes = [lane.clone()];
+        assert_eq!(ids(&claim(&lanes, 10)), vec![1]);
+        lane.finish_loading();
+        assert_eq!(ids(&claim(&lanes, 10)), vec![9]);
     }
 
     #[test]

@@ -108,6 +108,7 @@ def queues(ctx: click.Context, as_json: bool) -> None:
                                 "max_running": q.max_running,
                                 "rate_per_s": q.rate_per_s,
                                 "burst": q.burst,
+                                "key_max_running": q.key_max_running,
                             }
                         }
                         if q.limits
@@ -282,18 +283,33 @@ def cancel(
     default=0,
     help="Jobs the rate lets go at once (default: one second's worth).",
 )
+@click.option(
+    "--key-max-running",
+    type=click.IntRange(0),
+    default=0,
+    help="At most this many in flight per limit key (jobs enqueued with limit_key; 0: no cap).",
+)
 @click.option("--clear", is_flag=True, help="Remove the queue's limits.")
 @click.pass_context
 def limit(
-    ctx: click.Context, queue: str, max_running: int, rate: str | None, burst: float, clear: bool
+    ctx: click.Context,
+    queue: str,
+    max_running: int,
+    rate: str | None,
+    burst: float,
+    key_max_running: int,
+    clear: bool,
 ) -> None:
-    """Limit QUEUE across all its workers: how many of its jobs run at once, and how fast they
-    start. Limited jobs stay ready and go out the moment they are allowed. Replaces earlier limits."""
-    if clear == bool(max_running or rate):
-        raise click.UsageError("give --max-running and/or --rate, or --clear")
+    """Limit QUEUE across all its workers: how many of its jobs run at once (in all, and per limit
+    key), and how fast they start. Limited jobs stay ready and go out the moment they are allowed.
+    Replaces earlier limits."""
+    if clear == bool(max_running or rate or key_max_running):
+        raise click.UsageError("give --max-running, --rate and/or --key-max-running, or --clear")
     try:
         with client_for(ctx) as client:
-            info = client.set_queue_limit(queue, max_running=max_running, rate=rate, burst=burst)
+            info = client.set_queue_limit(
+                queue, max_running=max_running, rate=rate, burst=burst, key_max_running=key_max_running
+            )
     except (PyQueueError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{queue}: {info.limits or 'no limits'}")

@@ -33,7 +33,7 @@ from pyqueue.client.steering import (
     WorkerInfo,
     job_changes,
     job_filter,
-    parse_rate,
+    limit_request,
 )
 from pyqueue.errors import FailedPrecondition, Unavailable, from_code_name, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
@@ -227,11 +227,16 @@ class AsyncClient:
         return [CronInfo.from_pb(e) for e in response.entries]
 
     async def set_queue_limit(
-        self, queue: str, *, max_running: int = 0, rate: float | str | None = None, burst: float = 0
+        self,
+        queue: str,
+        *,
+        max_running: int = 0,
+        rate: float | str | None = None,
+        burst: float = 0,
+        key_max_running: int = 0,
     ) -> QueueInfo:
         """Limit a queue (see Client.set_queue_limit)."""
-        per_s = parse_rate(rate) if isinstance(rate, str) else float(rate or 0)
-        request = pb.SetQueueLimitRequest(queue=queue, max_running=max_running, rate_per_s=per_s, burst=burst)
+        request = limit_request(queue, max_running, rate, burst, key_max_running)
         return QueueInfo.from_pb(await self._call(self._stub.SetQueueLimit, request))
 
     async def metrics(self) -> str:

@@ -26,7 +26,7 @@ from pyqueue.client.steering import (
     WorkerInfo,
     job_changes,
     job_filter,
-    parse_rate,
+    limit_request,
 )
 from pyqueue.client.take import MultiTakeStream, TakeStream
 from pyqueue.errors import FailedPrecondition, JobFailed, Unavailable, from_code_name, from_rpc_error
@@ -55,8 +55,9 @@ def _seconds_ms(value: float | timedelta | None) -> int:
 def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None = None) -> pb.NewJob:
     """A NewJob from a mapping with `type` and optionally payload, queue, priority, run_at (datetime),
     delay (seconds or timedelta), max_retries, timeout (seconds), backoff ((base_s, exponent,
-    jitter_s)), keep_completed (seconds), unique_key, unique_scope and headers (str to str, handed to
-    the worker with the job; the current trace context is added when opentelemetry is installed)."""
+    jitter_s)), keep_completed (seconds), unique_key, unique_scope, headers (str to str, handed to
+    the worker with the job; the current trace context is added when opentelemetry is installed),
+    keep_result (seconds) and limit_key (its queue's per-key cap counts it under this key)."""
     unknown = set(spec) - _JOB_KEYS
     if unknown:
         raise TypeError(f"unknown job fields: {', '.join(sorted(unknown))}")
@@ -80,6 +81,8 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
         message.keep_completed_ms = _seconds_ms(spec["keep_completed"])
     if spec.get("keep_result") is not None:
         message.keep_result_ms = _seconds_ms(spec["keep_result"])
+    if spec.get("limit_key"):
+        message.limit_key = spec["limit_key"]
     if spec.get("unique_key"):
         scope = spec.get("unique_scope", "queued")
         if scope not in SCOPES:
@@ -141,6 +144,7 @@ _JOB_KEYS = {
     "unique_scope",
     "headers",
     "keep_result",
+    "limit_key",
 }
 
 
@@ -280,6 +284,7 @@ class Client:
         unique_scope: str = "queued",
         headers: Mapping[str, str] | None = None,
         keep_result: float | timedelta | None = None,
+        limit_key: str | None = None,
     ) -> Job:
         """Enqueue one job; returns once it is committed (fsync'd in the default commit mode).
 
@@ -290,7 +295,9 @@ class Client:
         is purged): the existing job comes back, with `duplicate=True`. `headers` go to the worker
         with the job (`job.headers`); the current trace context joins them when opentelemetry is
         installed. With `keep_result` (seconds), the handler's return value is kept with the
-        completed job that long: `job.result(timeout=...)` waits for it."""
+        completed job that long: `job.result(timeout=...)` waits for it. With `limit_key` (a
+        customer id, say), the queue's per-key cap (`set_queue_limit(key_max_running=...)`) counts
+        the job under that key."""
         spec = {
             "type": type,
             "payload": payload,
@@ -306,6 +313,7 @@ class Client:
             "unique_scope": unique_scope,
             "headers": headers,
             "keep_result": keep_result,
+            "limit_key": limit_key,
         }
         message = [new_job_message(spec, tracing.context_headers())]
         shard, _ = self.routes.for_queue(message[0].queue)
@@ -490,14 +498,20 @@ class Client:
         return str(self._call(self._stub.Metrics, pb.MetricsRequest()).text)
 
     def set_queue_limit(
-        self, queue: str, *, max_running: int = 0, rate: float | str | None = None, burst: float = 0
+        self,
+        queue: str,
+        *,
+        max_running: int = 0,
+        rate: float | str | None = None,
+        burst: float = 0,
+        key_max_running: int = 0,
     ) -> QueueInfo:
-        """Limit a queue, across all its workers: at most `max_running` jobs in flight, and a
-        `rate` (jobs a second, or "100/s", "5/m", "60/h") in bursts of `burst` (default: one
-        second's worth). A limited job stays ready and is delivered the moment it is allowed.
+        """Limit a queue, across all its workers: at most `max_running` jobs in flight, a `rate`
+        (jobs a second, or "100/s", "5/m", "60/h") in bursts of `burst` (default: one second's
+        worth), and at most `key_max_running` in flight per limit key (jobs enqueued with
+        `limit_key`). A limited job stays ready and is delivered the moment it is allowed.
         Calling again replaces the limits; all zero (the defaults) clears them."""
-        per_s = parse_rate(rate) if isinstance(rate, str) else float(rate or 0)
-        request = pb.SetQueueLimitRequest(queue=queue, max_running=max_running, rate_per_s=per_s, burst=burst)
+        request = limit_request(queue, max_running, rate, burst, key_max_running)
         return QueueInfo.from_pb(self._call(self._stub.SetQueueLimit, request))
 
     def pause(self, queue: str) -> QueueInfo:

@@ -52,6 +52,7 @@ class Job:
     duplicate: bool = False  # from enqueue: a unique job that already existed
     headers: dict[str, str] = field(default_factory=dict)  # what the producer handed over
     wants_result: bool = False  # enqueued with keep_result: the worker sends the return value
+    limit_key: str = ""  # its queue's per-key cap counts it under this key
     _result: bytes = field(default=b"", repr=False, compare=False)  # completed: the result, JSON
     _client: "Client | None" = field(default=None, repr=False, compare=False)
     _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
@@ -80,6 +81,7 @@ class Job:
             unique_key=message.unique_key,
             headers=dict(message.headers) if message.headers else {},
             wants_result=message.wants_result,
+            limit_key=message.limit_key,
             _result=message.result,
             _stream=stream,
         )

@@ -122,6 +122,7 @@ class QueueInfo:
     max_running: int = 0  # limits (Client.set_queue_limit); 0: none
     rate_per_s: float = 0.0
     burst: float = 0.0
+    key_max_running: int = 0
 
     @classmethod
     def from_pb(cls, message: pb.QueueInfo) -> "QueueInfo":
@@ -132,6 +133,7 @@ class QueueInfo:
             message.max_running,
             message.rate_per_s,
             message.burst,
+            message.key_max_running,
         )
 
     @property
@@ -140,7 +142,18 @@ class QueueInfo:
         parts = [f"max {self.max_running} running"] if self.max_running else []
         if self.rate_per_s:
             parts.append(f"{self.rate_per_s:g}/s" + (f" (burst {self.burst:g})" if self.burst else ""))
+        if self.key_max_running:
+            parts.append(f"max {self.key_max_running} running per key")
         return ", ".join(parts)
+
+
+def limit_request(
+    queue: str, max_running: int, rate: float | str | None, burst: float, key_max_running: int
+) -> pb.SetQueueLimitRequest:
+    per_s = parse_rate(rate) if isinstance(rate, str) else float(rate or 0)
+    return pb.SetQueueLimitRequest(
+        queue=queue, max_running=max_running, rate_per_s=per_s, burst=burst, key_max_running=key_max_running
+    )
 
 
 @dataclass(frozen=True)

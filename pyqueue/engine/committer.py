@@ -64,7 +64,7 @@ class Committer:
         max_batch: int = 4096,
         counts: Counts | None = None,
         telemetry: Telemetry | None = None,
-        on_left_flight: Callable[[dict[str, int]], None] | None = None,
+        on_left_flight: Callable[[dict[str, int], dict[str, list[int]]], None] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -139,7 +139,7 @@ class Committer:
             view.publish()
             self._telemetry.publish(view.events, view.waits, view.jobs_changed)
             if view.left_flight and self._on_left_flight is not None:
-                self._on_left_flight(view.left_flight)
+                self._on_left_flight(view.left_flight, view.left_flight_keyed)
         self.commits += 1
         waiting = [r for r in requests if r.needs_sync and r.error is None] if self._durable else []
         now = [r for r in requests if not (r.needs_sync and r.error is None)] if waiting else requests

@@ -187,7 +187,7 @@ class Consumer:
         ready = self.engine.memory.ready
         for lane, job_id in claimed:
             if job_id not in taken:
-                ready.finished(self.queues[lane], 1)
+                ready.finished(self.queues[lane], 1, [job_id])
 
     # Answers from the worker.
     def _current(self, job_id: int, lease: int, seen: set[int]) -> Rejection | None:

@@ -141,6 +141,7 @@ class Engine:
         for queue, limit in self.queue_limits.items():  # nothing is in flight yet: recovery is done
             bucket = limit.bucket if limit.rate_per_s else 0
             self.memory.ready.set_limit(queue, limit.max_running, limit.rate_per_s, bucket, 0)
+            self.memory.ready.set_key_cap(queue, limit.key_max_running)
         entries = cron.load(self.store)
         if services:
             for service in self.services:
@@ -235,6 +236,7 @@ class Engine:
         unique_scope: int = UniqueScope.QUEUED,
         headers: dict[str, str] | None = None,
         keep_result_ms: int | None = None,
+        limit_key: str = "",
     ) -> NewJob:
         """Validate one job of an enqueue request against the limits."""
         limits = self.config.limits
@@ -264,6 +266,8 @@ class Engine:
             limits.check_headers(index, headers)
         if keep_result_ms is not None:
             ranges.check("keep_result_ms", keep_result_ms, where)
+        if limit_key:
+            limits.check_limit_key(index, limit_key)
         return NewJob(
             type_,
             queue,
@@ -276,6 +280,7 @@ class Engine:
             options=JobOptions(backoff, keep_completed_ms, headers or None, keep_result_ms).encode(),
             unique_key=unique_key,
             unique_scope=unique_scope,
+            limit_key=limit_key,
         )
 
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
@@ -321,10 +326,10 @@ class Engine:
                 if not waiting:
                     del self._waiters[job_id]
 
-    def _left_flight(self, by_queue: dict[str, int]) -> None:
+    def _left_flight(self, by_queue: dict[str, int], keyed: dict[str, list[int]]) -> None:
         """From the writer, after a commit: jobs left flight; a limited queue may give out more."""
         ready = self.memory.ready
-        limited = [queue for queue, n in by_queue.items() if ready.finished(queue, n)]
+        limited = [queue for queue, n in by_queue.items() if ready.finished(queue, n, keyed.get(queue, []))]
         if limited and self._loop is not None:
             self._loop.call_soon_threadsafe(self.dispatcher.announce, limited)
 

@@ -93,6 +93,13 @@ class Limits:
                     f"job {index}: header {name!r} is longer than {MAX_HEADER_VALUE_BYTES} bytes"
                 )
 
+    def check_limit_key(self, index: int, limit_key: str) -> None:
+        if len(limit_key.encode()) > self.max_name_length or not limit_key.isprintable():
+            raise InvalidArgument(
+                f"job {index}: limit key {limit_key[:40]!r} must be printable (no control characters) "
+                f"and at most {self.max_name_length} bytes (--max-name-length)"
+            )
+
     def check_filter(self, what: str, n: int) -> None:
         if n > self.max_filter_names:
             raise ResourceExhausted(

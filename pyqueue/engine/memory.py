@@ -50,7 +50,10 @@ class Memory:
     def became_ready(self, records: Iterable[JobRecord]) -> None:
         queues = set()
         for record in records:
-            self.ready.insert(record.queue, record.priority, record.id)
+            if record.limit_key:
+                self.ready.insert_keyed(record.queue, record.priority, record.id, record.limit_key)
+            else:
+                self.ready.insert(record.queue, record.priority, record.id)
             queues.add(record.queue)
         if queues:
             self.dispatcher.announce(queues)

@@ -36,6 +36,7 @@ class NewJob:
     options: bytes = b""  # JobOptions, encoded
     unique_key: str = ""
     unique_scope: int = 0  # UniqueScope
+    limit_key: str = ""  # counts under this key against its queue's per-key cap
 
 
 class UniqueScope:

@@ -1,5 +1,6 @@
 """Per-queue limits as the server keeps them: at most `max_running` jobs of the queue in flight
-across all workers, and a rate (token bucket: `rate_per_s`, bursts of `burst`). Stored as
+across all workers, a rate (token bucket: `rate_per_s`, bursts of `burst`), and at most
+`key_max_running` in flight per limit key (jobs enqueued with `limit_key`). Stored as
 M limit:QUEUE (JSON) and enforced at claim time in the native ready index (native/src/limits.rs):
 a limited job stays ready and goes out the moment it is allowed.
 """
@@ -19,10 +20,11 @@ class QueueLimit:
     max_running: int = 0  # 0: no cap
     rate_per_s: float = 0.0  # 0: no rate
     burst: float = 0.0  # 0: one second's worth (at least 1)
+    key_max_running: int = 0  # per limit key; 0: no cap
 
     @property
     def is_set(self) -> bool:
-        return self.max_running > 0 or self.rate_per_s > 0
+        return self.max_running > 0 or self.rate_per_s > 0 or self.key_max_running > 0
 
     @property
     def bucket(self) -> float:
@@ -30,17 +32,28 @@ class QueueLimit:
 
     def encode(self) -> bytes:
         return json.dumps(
-            {"max_running": self.max_running, "rate_per_s": self.rate_per_s, "burst": self.burst}
+            {
+                "max_running": self.max_running,
+                "rate_per_s": self.rate_per_s,
+                "burst": self.burst,
+                "key_max_running": self.key_max_running,
+            }
         ).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> "QueueLimit":
         data = json.loads(raw)
-        return cls(int(data["max_running"]), float(data["rate_per_s"]), float(data["burst"]))
+        return cls(
+            int(data["max_running"]),
+            float(data["rate_per_s"]),
+            float(data["burst"]),
+            int(data.get("key_max_running", 0)),  # absent before per-key caps
+        )
 
     def check(self) -> None:
-        if not 0 <= self.max_running <= 1_000_000:
-            raise InvalidArgument(f"max_running {self.max_running} is outside 0..1000000 (0: no cap)")
+        for name, value in (("max_running", self.max_running), ("key_max_running", self.key_max_running)):
+            if not 0 <= value <= 1_000_000:
+                raise InvalidArgument(f"{name} {value} is outside 0..1000000 (0: no cap)")
         if not 0 <= self.rate_per_s <= 1_000_000 or not 0 <= self.burst <= 1_000_000:
             raise InvalidArgument("the rate and the burst must be within 0..1000000 (0: none)")
 

@@ -29,7 +29,7 @@ from pyqueue.engine.memory import Memory
 from pyqueue.engine.recovery import CHUNK, paused_queues
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
-from pyqueue.store.records import Status, decode_status_value
+from pyqueue.store.records import STATUS_VALUE_HEAD, Status, decode_status_value, limit_key_of
 
 HEAD = 1_000  # keys per queue loaded before delivery opens: enough for a first claim or two
 
@@ -87,11 +87,24 @@ def load_heads(store: Store, memory: Memory) -> list[str]:
     memory.ready.begin_loading(queues)
     for queue in queues:
         scan = store.scan(Family.INDEX, keys.ready_prefix(queue), keys.after_ready_queue(queue))
-        head = [keys.split_ready_key(key)[1:] for key, _ in islice(scan, HEAD)]
-        memory.ready.load(queue, head)
-        if len(head) < HEAD:
+        entries = list(islice(scan, HEAD))
+        head, keyed = _split_keyed(entries)
+        memory.ready.load(queue, head, keyed)
+        if len(entries) < HEAD:
             memory.ready.finish_loading(queue)
     return queues
+
+
+def _split_keyed(entries: list[tuple[bytes, bytes]]) -> tuple[list[tuple[int, int]], list[tuple[int, int, str]]]:
+    """Ready entries as lane keys: plain (priority, id), and (priority, id, limit key) apart."""
+    plain, keyed = [], []
+    for key, value in entries:
+        _, priority, job_id = keys.split_ready_key(key)
+        if value.find(b"\x00", STATUS_VALUE_HEAD) >= 0:  # only a job with a limit key has one
+            keyed.append((priority, job_id, limit_key_of(value)))
+        else:
+            plain.append((priority, job_id))
+    return plain, keyed
 
 
 def load_ready(memory: Memory, entries: Entries, announce: Announce) -> int:
@@ -99,25 +112,30 @@ def load_ready(memory: Memory, entries: Entries, announce: Announce) -> int:
     total = 0
     queue: str | None = None
     pending: list[tuple[int, int]] = []
+    keyed: list[tuple[int, int, str]] = []
 
     def flush(finished: bool) -> None:
         assert queue is not None
-        memory.ready.load(queue, pending)
-        memory.counts.apply(Counter({(queue, Status.READY): len(pending)}))
+        memory.ready.load(queue, pending, keyed)
+        memory.counts.apply(Counter({(queue, Status.READY): len(pending) + len(keyed)}))
         if finished:
             memory.ready.finish_loading(queue)
         announce(queue)
         pending.clear()
+        keyed.clear()
 
-    for key, _ in entries:
+    for key, value in entries:
         name, priority, job_id = keys.split_ready_key(key)
         if name != queue:
             if queue is not None:
                 flush(finished=True)
             queue = name
-        pending.append((priority, job_id))
+        if value.find(b"\x00", STATUS_VALUE_HEAD) >= 0:
+            keyed.append((priority, job_id, limit_key_of(value)))
+        else:
+            pending.append((priority, job_id))
         total += 1
-        if len(pending) >= CHUNK:
+        if len(pending) + len(keyed) >= CHUNK:
             flush(finished=False)
     if queue is not None:
         flush(finished=True)

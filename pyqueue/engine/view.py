@@ -64,6 +64,7 @@ class BatchView:
         self.waits: dict[str, list[float]] = {}
         self._meta: dict[bytes, bytes | None] = {}
         self.left_flight: defaultdict[str, int] = defaultdict(int)  # queue -> jobs that left flight
+        self.left_flight_keyed: defaultdict[str, list[int]] = defaultdict(list)  # those with a limit key
 
     def records(self, job_ids: Sequence[int]) -> list[JobRecord | None]:
         seen, cached = self._seen, self._cache.records
@@ -117,7 +118,7 @@ class BatchView:
                 self.batch.delete(Family.INDEX, old_key)
             self.batch.put(Family.INDEX, new_key, record.status_value())
         if old_status == Status.IN_FLIGHT and record.status != Status.IN_FLIGHT:
-            self.left_flight[old_queue] += 1
+            self._left_flight(old_queue, record)
         if (old_queue, old_status) != (record.queue, record.status):
             self.batch.delete(Family.INDEX, keys.queue_key(old_queue, old_status, record.id))
             self.batch.put(Family.INDEX, keys.queue_key(record.queue, record.status, record.id), b"")
@@ -125,10 +126,15 @@ class BatchView:
             self._counts[record.queue, record.status] += 1
         self._seen[record.id] = self._changed[record.id] = record
 
+    def _left_flight(self, queue: str, record: JobRecord) -> None:
+        self.left_flight[queue] += 1
+        if record.limit_key:
+            self.left_flight_keyed[queue].append(record.id)
+
     def delete(self, record: JobRecord) -> None:
         """Remove the job with its payload, error records and every index entry."""
         if record.status == Status.IN_FLIGHT:
-            self.left_flight[record.queue] += 1
+            self._left_flight(record.queue, record)
         delete = self.batch.delete
         delete(Family.DATA, keys.job_key(record.id))
         delete(Family.DATA, keys.payload_key(record.id))

@@ -34,6 +34,7 @@ def job_to_pb(view: JobView) -> pb.Job:
         errors=r.errors,
         lost=r.lost,
         started_at_ms=r.started_ms if r.status == Status.IN_FLIGHT else 0,
+        limit_key=r.limit_key,
     )
     if r.options:  # rare: only jobs with options (backoff, retention, headers, results) have any
         options = JobOptions.decode(r.options)
@@ -165,4 +166,5 @@ def queue_info(name: str, paused: bool, counts: dict[str, int], limit: QueueLimi
         max_running=limit.max_running,
         rate_per_s=limit.rate_per_s,
         burst=limit.burst,
+        key_max_running=limit.key_max_running,
     )

@@ -149,7 +149,7 @@ class QueueService(pb_grpc.QueueServicer):
     async def SetQueueLimit(self, request: pb.SetQueueLimitRequest, context: Context) -> pb.QueueInfo:
         try:
             self._check_owner(request.queue)
-            limit = QueueLimit(request.max_running, request.rate_per_s, request.burst)
+            limit = QueueLimit(request.max_running, request.rate_per_s, request.burst, request.key_max_running)
             await self.engine.set_queue_limit(request.queue, limit)
         except EngineError as exc:
             await abort(context, exc)
@@ -318,4 +318,5 @@ def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:
         unique_key=job.unique_key,
         unique_scope=job.unique_scope,
         headers=dict(job.headers) if job.headers else None,
+        limit_key=job.limit_key,
     )

@@ -8,8 +8,9 @@ key so a status change never rewrites it. Layout, version 1, big-endian:
     created_ms i64, updated_ms i64, run_at_ms i64, expires_ms i64,
     then four length-prefixed (u16) strings: queue, type, content_type, unique_key,
     then a length-prefixed (u32) blob of rarely used options (JSON) for later versions' fields,
-    then started_ms i64 (when the attempt in flight began; 0: delivered, not started). Records
-    written before that field end at the options: they decode with started_ms 0.
+    then started_ms i64 (when the attempt in flight began; 0: delivered, not started),
+    then a length-prefixed (u16) limit_key (the key its per-key concurrency cap counts under).
+    Records written before a trailing field end before it: they decode with 0 or "".
 """
 
 import enum
@@ -21,6 +22,7 @@ from pyqueue.store import keys
 VERSION = 1
 _HEAD = struct.Struct(">BBHHhHHIIqqqq")
 _STATUS_VALUE = struct.Struct(">Hq")
+STATUS_VALUE_HEAD = _STATUS_VALUE.size  # then the queue, then NUL and the limit key if any
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
@@ -74,6 +76,7 @@ class JobRecord:
     unique_key: str = ""
     options: bytes = b""
     started_ms: int = 0  # in flight: when its worker began this attempt (0: prefetched, not begun)
+    limit_key: str = ""  # its queue's per-key cap counts it under this key (a customer id, say)
 
     def clone(self) -> "JobRecord":
         """A snapshot (much cheaper than copy.copy on a slotted dataclass)."""
@@ -97,6 +100,7 @@ class JobRecord:
             self.unique_key,
             self.options,
             self.started_ms,
+            self.limit_key,
         )
 
     def encode(self) -> bytes:
@@ -124,6 +128,10 @@ class JobRecord:
         parts.append(_U32.pack(len(self.options)))
         parts.append(self.options)
         parts.append(_I64.pack(self.started_ms))
+        if self.limit_key:
+            raw = self.limit_key.encode()
+            parts.append(_U16.pack(len(raw)))
+            parts.append(raw)
         return b"".join(parts)
 
     @classmethod
@@ -157,6 +165,10 @@ class JobRecord:
             options = bytes(raw[offset + 4 : offset + 4 + n])
             offset += 4 + n
             (started,) = _I64.unpack_from(raw, offset) if len(raw) >= offset + 8 else (0,)
+            limit_key = ""
+            if len(raw) > offset + 8:
+                (n,) = _U16.unpack_from(raw, offset + 8)
+                limit_key = raw[offset + 10 : offset + 10 + n].decode()
             return cls(
                 id=job_id,
                 status=_STATUS_BY_CODE[status],
@@ -177,6 +189,7 @@ class JobRecord:
                 unique_key=texts[3],
                 options=options,
                 started_ms=started,
+                limit_key=limit_key,
             )
         except (struct.error, ValueError, KeyError, UnicodeDecodeError) as exc:
             raise CorruptRecordError(f"job {job_id}: undecodable record ({exc})") from exc
@@ -192,10 +205,18 @@ class JobRecord:
 
     def status_value(self) -> bytes:
         """The status index entry's value: enough to rebuild the in-memory sets without a read."""
-        return _STATUS_VALUE.pack(self.priority, self.timer_ms) + self.queue.encode()
+        value = _STATUS_VALUE.pack(self.priority, self.timer_ms) + self.queue.encode()
+        return value + b"\x00" + self.limit_key.encode() if self.limit_key else value
 
 
 def decode_status_value(raw: bytes) -> tuple[int, int, str]:
     """(priority, timer_ms, queue) from a status index value."""
     priority, run_at = _STATUS_VALUE.unpack_from(raw, 0)
-    return priority, run_at, raw[_STATUS_VALUE.size :].decode()
+    queue, _, _ = raw[_STATUS_VALUE.size :].partition(b"\x00")  # queue names hold no NUL
+    return priority, run_at, queue.decode()
+
+
+def limit_key_of(raw: bytes) -> str:
+    """The limit key in a status index value ("": the job has none)."""
+    _, _, limit_key = raw[_STATUS_VALUE.size :].partition(b"\x00")
+    return limit_key.decode()

@@ -187,6 +187,7 @@ class NewJob(_message.Message):
     UNIQUE_SCOPE_FIELD_NUMBER: _builtins.int
     HEADERS_FIELD_NUMBER: _builtins.int
     KEEP_RESULT_MS_FIELD_NUMBER: _builtins.int
+    LIMIT_KEY_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     queue: _builtins.str
     """Empty means "default"."""
@@ -216,6 +217,10 @@ class NewJob(_message.Message):
     """Keep the handler's return value (JSON) with the completed job this long, for GetJob and
     WaitJob; the job itself is kept at least as long. Unset: no result is kept.
     """
+    limit_key: _builtins.str
+    """Counts under this key (a customer id, say) against its queue's per-key cap
+    (SetQueueLimitRequest.key_max_running): 1 to 128 bytes, no control characters.
+    """
     @_builtins.property
     def backoff(self) -> Global___Backoff:
         """The backoff curve for this job's retries; unset means the server's."""
@@ -244,10 +249,11 @@ class NewJob(_message.Message):
         unique_scope: Global___UniqueScope.ValueType = ...,
         headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         keep_result_ms: _builtins.int | None = ...,
+        limit_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "max_retries", b"max_retries", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "headers", b"headers", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "headers", b"headers", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "limit_key", b"limit_key", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__keep_completed_ms: _TypeAlias = _typing.Literal["keep_completed_ms"]  # noqa: Y015
     _WhichOneofArgType__keep_completed_ms: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms"]  # noqa: Y015
@@ -455,6 +461,7 @@ class Job(_message.Message):
     HEADERS_FIELD_NUMBER: _builtins.int
     WANTS_RESULT_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
+    LIMIT_KEY_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     type: _builtins.str
     queue: _builtins.str
@@ -487,6 +494,7 @@ class Job(_message.Message):
     """
     result: _builtins.bytes
     """Completed: the handler's return value (JSON), when the job asked for it."""
+    limit_key: _builtins.str
     @_builtins.property
     def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """What the producer handed over with the job (NewJob.headers)."""
@@ -516,10 +524,11 @@ class Job(_message.Message):
         headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         wants_result: _builtins.bool = ...,
         result: _builtins.bytes = ...,
+        limit_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "headers", b"headers", "id", b"id", "lease", b"lease", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "headers", b"headers", "id", b"id", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -742,12 +751,14 @@ class QueueInfo(_message.Message):
     MAX_RUNNING_FIELD_NUMBER: _builtins.int
     RATE_PER_S_FIELD_NUMBER: _builtins.int
     BURST_FIELD_NUMBER: _builtins.int
+    KEY_MAX_RUNNING_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     paused: _builtins.bool
     max_running: _builtins.int
     """Its limits (SetQueueLimit); 0: none."""
     rate_per_s: _builtins.float
     burst: _builtins.float
+    key_max_running: _builtins.int
     @_builtins.property
     def counts(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     def __init__(
@@ -759,10 +770,11 @@ class QueueInfo(_message.Message):
         max_running: _builtins.int = ...,
         rate_per_s: _builtins.float = ...,
         burst: _builtins.float = ...,
+        key_max_running: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["burst", b"burst", "counts", b"counts", "max_running", b"max_running", "name", b"name", "paused", b"paused", "rate_per_s", b"rate_per_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["burst", b"burst", "counts", b"counts", "key_max_running", b"key_max_running", "max_running", b"max_running", "name", b"name", "paused", b"paused", "rate_per_s", b"rate_per_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -772,6 +784,7 @@ Global___QueueInfo: _TypeAlias = QueueInfo  # noqa: Y015
 class SetQueueLimitRequest(_message.Message):
     """At most `max_running` of the queue's jobs in flight across all workers, and at most
     `rate_per_s` started a second in bursts of `burst` (0: one second's worth); 0 clears each.
+    `key_max_running` caps the jobs in flight per limit key (NewJob.limit_key) of the queue.
     Enforced when jobs are given out: a limited job stays ready and goes out once allowed.
     """
 
@@ -781,10 +794,12 @@ class SetQueueLimitRequest(_message.Message):
     MAX_RUNNING_FIELD_NUMBER: _builtins.int
     RATE_PER_S_FIELD_NUMBER: _builtins.int
     BURST_FIELD_NUMBER: _builtins.int
+    KEY_MAX_RUNNING_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     max_running: _builtins.int
     rate_per_s: _builtins.float
     burst: _builtins.float
+    key_max_running: _builtins.int
     def __init__(
         self,
         *,
@@ -792,10 +807,11 @@ class SetQueueLimitRequest(_message.Message):
         max_running: _builtins.int = ...,
         rate_per_s: _builtins.float = ...,
         burst: _builtins.float = ...,
+        key_max_running: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["burst", b"burst", "max_running", b"max_running", "queue", b"queue", "rate_per_s", b"rate_per_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["burst", b"burst", "key_max_running", b"key_max_running", "max_running", b"max_running", "queue", b"queue", "rate_per_s", b"rate_per_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -120,6 +120,13 @@ def overlap(seconds: float) -> None:
     record(f"ran {started} {time.time()}")
 
 
+@app.job(queue="keyed", limit_key=lambda customer, seconds: customer)
+def per_customer(customer: str, seconds: float) -> None:
+    started = time.time()
+    time.sleep(seconds)
+    record(f"ran {customer} {started} {time.time()}")
+
+
 @app.job(queue="rated")
 def stamp() -> None:
     record(f"at {time.time()}")

@@ -40,6 +40,7 @@ class Enqueue(Transitions):
                 timeout_ms=job.timeout_ms,
                 options=job.options,
                 unique_key=job.unique_key,
+                limit_key=job.limit_key,
             )
             view.create(record, job.payload)
             (self.scheduled if scheduled else self.ready).append(record)

@@ -214,6 +214,7 @@ class SetQueueLimit(Request):
         self.memory.ready.set_limit(
             self.queue, limit.max_running, limit.rate_per_s, limit.bucket if limit.rate_per_s else 0, running
         )
+        self.memory.ready.set_key_cap(self.queue, limit.key_max_running)
         self.memory.dispatcher.announce([self.queue])
 
 
