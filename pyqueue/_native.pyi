@@ -21,9 +21,7 @@ class ReadyIndex:
         """Insert many (priority, id) keys into one queue (the start-up rebuild)."""
     def begin_loading(self, queues: list[str]) -> None:
         """Mark these lanes as loading from the store: each gives out nothing until `load`."""
-    def load(
-        self, queue: str, keys: list[tuple[int, int]], keyed: list[tuple[int, int, str]] = ...
-    ) -> None:
+    def load(self, queue: str, keys: list[tuple[int, int]], keyed: list[tuple[int, int, str]] = ...) -> None:
         """Insert keys read from the store in (priority, id) order, with the jobs that carry a
         limit key apart as (priority, id, limit key). While the lane is loading, its horizon moves
         to the last key of either: claims give out nothing beyond it, across lanes too."""

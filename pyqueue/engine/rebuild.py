@@ -95,7 +95,9 @@ def load_heads(store: Store, memory: Memory) -> list[str]:
     return queues
 
 
-def _split_keyed(entries: list[tuple[bytes, bytes]]) -> tuple[list[tuple[int, int]], list[tuple[int, int, str]]]:
+def _split_keyed(
+    entries: list[tuple[bytes, bytes]],
+) -> tuple[list[tuple[int, int]], list[tuple[int, int, str]]]:
     """Ready entries as lane keys: plain (priority, id), and (priority, id, limit key) apart."""
     plain, keyed = [], []
     for key, value in entries:

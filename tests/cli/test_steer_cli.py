@@ -89,12 +89,17 @@ def test_pausing_a_queue_that_does_not_exist_asks_first(server, client: pyqueue.
 def test_limit_sets_shows_and_clears_a_queues_limits(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
     assert (
         "mail: max 5 running, 10/s, max 2 running per key"
-        in run(server, "limit", "mail", "--max-running", "5", "--rate", "10/s", "--key-max-running", "2").stdout
+        in run(
+            server, "limit", "mail", "--max-running", "5", "--rate", "10/s", "--key-max-running", "2"
+        ).stdout
     )
     (mail,) = json.loads(run(server, "queues", "--json").stdout)
     assert mail["limits"] == {"max_running": 5, "rate_per_s": 10.0, "burst": 0.0, "key_max_running": 2}
     assert "is not N/s" in run(server, "limit", "mail", "--rate", "fast", ok=False).stderr
-    assert "give --max-running, --rate and/or --key-max-running, or --clear" in run(server, "limit", "mail", ok=False).stderr
+    assert (
+        "give --max-running, --rate and/or --key-max-running, or --clear"
+        in run(server, "limit", "mail", ok=False).stderr
+    )
     assert "mail: no limits" in run(server, "limit", "mail", "--clear").stdout
     assert all(q.limits == "" for q in client.queues())
 
