@@ -39,6 +39,18 @@ class Unavailable(PyQueueError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class Unauthenticated(PyQueueError):
+    """The server asks for a token (PYQUEUE_TOKEN), and none or an unknown one was sent."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(PyQueueError):
+    """The token lacks the right for this call on that queue; the message names both."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
 class JobFailed(Exception):
     """Raised by `result()` for a job that is dead: its last error is the message."""
 
@@ -50,7 +62,16 @@ class JobFailed(Exception):
 
 
 _BY_CODE: dict[grpc.StatusCode, type[PyQueueError]] = {
-    cls.code: cls for cls in (InvalidArgument, NotFound, FailedPrecondition, ResourceExhausted, Unavailable)
+    cls.code: cls
+    for cls in (
+        InvalidArgument,
+        NotFound,
+        FailedPrecondition,
+        ResourceExhausted,
+        Unavailable,
+        Unauthenticated,
+        PermissionDenied,
+    )
 }
 _BY_NAME = {code.name: cls for code, cls in _BY_CODE.items()}
 

@@ -26,8 +26,9 @@ def client(server: ServerProcess) -> Iterator[pyqueue.Client]:
         yield c
 
 
-# In CI a durability or keepalive test that skips (a missing tool, no root) proves nothing, so it fails.
-_MUST_RUN_IN_CI = ("tests/durability/", "tests/server/test_keepalive.py")
+# In CI a durability, keepalive or network test that skips (a missing tool, no root) proves nothing,
+# so it fails.
+_MUST_RUN_IN_CI = ("tests/durability/", "tests/server/test_keepalive.py", "tests/server/test_network.py")
 
 
 @pytest.hookimpl(hookwrapper=True)

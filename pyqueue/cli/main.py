@@ -8,6 +8,7 @@ from pyqueue.cli.cron import cron
 from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
 from pyqueue.cli.steer import cancel, delete, jobs, limit, pause, queues, resume, retry, update
+from pyqueue.cli.token import token
 from pyqueue.cli.top import top
 from pyqueue.cli.worker import worker
 from pyqueue.cli.workers import workers
@@ -45,5 +46,6 @@ main.add_command(worker)
 main.add_command(workers)
 main.add_command(top)
 main.add_command(cron)
+main.add_command(token)
 for command in (jobs, queues, update, retry, cancel, delete, pause, resume, limit):
     main.add_command(command)

@@ -3,10 +3,20 @@
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pyqueue.cli.logs import log_options, setup_logging
+from pyqueue.cli.serve_security import (
+    advertised_host,
+    check_exposure,
+    check_tls_files,
+    security_options,
+)
+
+if TYPE_CHECKING:
+    from pyqueue.server import ServerConfig
 
 DEFAULT_HTTP_LISTEN = "127.0.0.1:7412"
 SERVER_MODULES = ("rocksdict", "croniter", "grpc_health", "grpc_reflection")
@@ -147,6 +157,7 @@ def check_server_installed() -> None:
     show_default=True,
     help="HOST:PORT for the HTTP port: Prometheus /metrics and /healthz ('' turns it off).",
 )
+@security_options
 @log_options
 def serve(
     data_dir: Path,
@@ -173,22 +184,53 @@ def serve(
     topology_file: Path | None,
     summary_every: float,
     http_listen: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    tls_client_ca: Path | None,
+    auth_file: Path | None,
+    advertise: str | None,
+    insecure: bool,
     log_level: str,
     log_format: str,
 ) -> None:
     """Run the server on an embedded store in DATA_DIR."""
     check_server_installed()
+    check_tls_files(tls_cert, tls_key, tls_client_ca)
+    check_exposure(listen, http_listen, tls_cert is not None, auth_file, insecure)
     from pyqueue.engine.limits import Limits
     from pyqueue.engine.retry import RetryPolicy
     from pyqueue.server import ServerConfig
     from pyqueue.server import serve as run_server
+    from pyqueue.server.auth import Authority
+    from pyqueue.server.config import TlsFiles
+    from pyqueue.tokens import AuthFileError
 
     setup_logging(log_level, log_format)
+    if auth_file is not None:
+        try:
+            Authority.load(auth_file)  # say what is wrong with it now, not in every shard
+        except AuthFileError as exc:
+            raise click.UsageError(str(exc)) from None
+    tls = TlsFiles(tls_cert, tls_key, tls_client_ca) if tls_cert and tls_key else None
+    host = advertised_host(listen, advertise)
     from pyqueue.server.descriptors import connection_cap, raise_limit
 
     connections = max_connections or connection_cap(raise_limit())
     if shards > 1 and shard_count == 1:
-        _supervise(data_dir, listen, shards, shard_args(sys.argv), worker_timeout_s, connections, http_listen)
+        _supervise(
+            data_dir,
+            listen,
+            shards,
+            shard_args(sys.argv),
+            ServerConfig(
+                worker_timeout_s=worker_timeout_s,
+                max_connections=connections,
+                http_listen=http_listen,
+                auth_file=auth_file,
+                tls=tls,
+                advertise=host,
+            ),
+        )
         return
     layout = data_dir / "cluster.json"
     if shard_count == 1 and layout.exists():
@@ -223,6 +265,9 @@ def serve(
             topology_file=topology_file,
             summary_s=summary_every,
             http_listen=http_listen,
+            auth_file=auth_file,
+            tls=tls,
+            advertise=host,
             retry=RetryPolicy(
                 max_retries=max_retries,
                 base_s=backoff[0],
@@ -236,7 +281,7 @@ def serve(
     )
 
 
-_OWN = {"--data-dir", "--listen", "--shards", "--http-listen"}
+_OWN = {"--data-dir", "--listen", "--shards", "--http-listen", "--advertise"}
 
 
 def shard_args(argv: list[str]) -> list[str]:
@@ -255,23 +300,13 @@ def shard_args(argv: list[str]) -> list[str]:
     return out
 
 
-def _supervise(
-    data_dir: Path,
-    listen: str,
-    shards: int,
-    args: list[str],
-    worker_timeout_s: float,
-    max_connections: int,
-    http_listen: str,
-) -> None:
+def _supervise(data_dir: Path, listen: str, shards: int, args: list[str], config: "ServerConfig") -> None:
     import asyncio
 
     from pyqueue.cluster.metadata import MetadataError
-    from pyqueue.server import ServerConfig
     from pyqueue.server.supervisor import supervise
 
-    options = ServerConfig(worker_timeout_s=worker_timeout_s, max_connections=max_connections).grpc_options()
     try:
-        asyncio.run(supervise(data_dir, listen, shards, args, 10.0, options, http_listen))
+        asyncio.run(supervise(data_dir, listen, shards, args, 10.0, config))
     except MetadataError as exc:
         raise SystemExit(f"pyqueue serve: {exc}") from None

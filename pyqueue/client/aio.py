@@ -2,6 +2,7 @@
 
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -26,6 +27,7 @@ from pyqueue.client.client import (
 from pyqueue.client.enqueue_stream import AsyncStreamedEnqueues
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
+from pyqueue.client.security import Security
 from pyqueue.client.steering import (
     ChangeResult,
     CronInfo,
@@ -43,10 +45,23 @@ from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 class AsyncClient:
     """A connection to a pyqueue server for asyncio code; `async with AsyncClient() as client:`."""
 
-    def __init__(self, address: str | None = None, *, timeout: float = 30.0, batching: bool = True) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        timeout: float = 30.0,
+        batching: bool = True,
+        tls: bool | None = None,
+        ca: str | Path | None = None,
+        cert: str | Path | None = None,
+        key: str | Path | None = None,
+        token: str | None = None,
+    ) -> None:
+        """See Client: the same arguments, and the same environment variables."""
         self.address = address or default_address()
         self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        self.security = Security.resolve(tls, ca, cert, key, token)
+        self._channel = self.security.aio_channel(self.address, CHANNEL_OPTIONS)
         self._stub = pb_grpc.QueueStub(self._channel)
         self._batching = batching
         self._batchers: dict[int, AsyncBatcher] = {}
@@ -55,7 +70,7 @@ class AsyncClient:
         self._routes: Routes[Any] = Routes(self._stub, self._shard_stub)
 
     def _shard_stub(self, address: str) -> Any:
-        channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        channel = self.security.aio_channel(address, CHANNEL_OPTIONS)
         self._channels.append(channel)
         return pb_grpc.QueueStub(channel)
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -17,6 +18,7 @@ from pyqueue.client.batching import Batcher
 from pyqueue.client.enqueue_stream import StreamedEnqueues
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
+from pyqueue.client.security import Security
 from pyqueue.client.steering import (
     CRON_ACTIONS,
     SCOPES,
@@ -203,12 +205,27 @@ def jobs_from(
 
 
 class Client:
-    """A connection to a pyqueue server. Use as a context manager, or call close()."""
+    """A connection to a pyqueue server. Use as a context manager, or call close().
 
-    def __init__(self, address: str | None = None, *, timeout: float = 30.0, batching: bool = True) -> None:
+    `tls`, `ca`, `cert`, `key` and `token` say how to reach a server that asks for TLS, client
+    certificates or a token; each defaults to its environment variable (client/security.py)."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        timeout: float = 30.0,
+        batching: bool = True,
+        tls: bool | None = None,
+        ca: str | Path | None = None,
+        cert: str | Path | None = None,
+        key: str | Path | None = None,
+        token: str | None = None,
+    ) -> None:
         self.address = address or default_address()
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        self.security = Security.resolve(tls, ca, cert, key, token)
+        self._channel = self.security.channel(self.address, CHANNEL_OPTIONS)
         self._stub = pb_grpc.QueueStub(self._channel)
         self._batching = batching
         # Concurrent single enqueues from many threads share calls (see client/batching.py), one
@@ -220,7 +237,7 @@ class Client:
         self._lock = threading.Lock()
 
     def _shard_stub(self, address: str) -> pb_grpc.QueueStub:
-        channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        channel = self.security.channel(address, CHANNEL_OPTIONS)
         self._channels.append(channel)
         return pb_grpc.QueueStub(channel)
 

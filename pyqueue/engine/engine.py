@@ -494,6 +494,11 @@ class Engine:
     def list_cron(self) -> list[CronEntry]:
         return sorted(self.cron.entries.values(), key=lambda e: e.name)
 
+    def cron_queue(self, name: str) -> str | None:
+        """The queue a periodic job enqueues into (None: no such entry)."""
+        entry = self.cron.entries.get(name)
+        return None if entry is None else entry.job.queue
+
     async def _cron_tick(self, entry: CronEntry, tick_ms: int, missed: int) -> int | None:
         """Enqueue one tick's job; its headers say which entry and tick, and what was missed."""
         options = JobOptions.decode(entry.job.options)

@@ -19,10 +19,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from pyqueue.engine import Engine, EngineConfig
-from pyqueue.server.config import ServerConfig
+from pyqueue.server.auth import Authority
+from pyqueue.server.config import ServerConfig, TlsFiles
 from pyqueue.server.descriptors import raise_limit, rocksdb_share
-from pyqueue.server.handlers import add_queue_service
+from pyqueue.server.handlers import SERVICE, add_queue_service
 from pyqueue.server.http import HttpEndpoint
+from pyqueue.server.rights import Guard, job_queue_of
 from pyqueue.server.service import QueueService
 from pyqueue.server.summary import Summaries
 from pyqueue.store import RocksStore, StoreDamagedError
@@ -45,21 +47,31 @@ def _exit_with_supervisor() -> None:
 
 
 async def start_grpc(
-    servicer: pb_grpc.QueueServicer, listen: str, options: list[tuple[str, int]]
-) -> tuple[grpc.aio.Server, Any, str]:
-    """A gRPC server with the Queue service, health and reflection, listening; (server, health, address)."""
+    servicer: pb_grpc.QueueServicer,
+    listen: str,
+    options: list[tuple[str, int]],
+    guard: Guard | None = None,
+    tls: TlsFiles | None = None,
+    internal: bool = False,
+) -> tuple[grpc.aio.Server, Any, str, str]:
+    """A gRPC server with the Queue service, health and reflection, listening; (server, health,
+    address, internal address). With `internal`, a TLS server also listens in plaintext on a
+    loopback port, for its supervisor's router (tokens are checked there all the same)."""
     server = grpc.aio.server(options=options)
-    add_queue_service(servicer, server)
+    add_queue_service(servicer, server, guard)
     health_service = health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
     names = (pb.DESCRIPTOR.services_by_name["Queue"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
     reflection.enable_server_reflection(names, server)
-    port = server.add_insecure_port(listen)
+    port = server.add_secure_port(listen, tls.credentials()) if tls else server.add_insecure_port(listen)
     if port == 0:
         raise SystemExit(f"cannot listen on {listen}")
+    inside = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}" if tls and internal else ""
+    address = f"{listen.rsplit(':', 1)[0]}:{port}"
     await server.start()
     await health_service.set("", health_pb2.HealthCheckResponse.SERVING)
-    return server, health_service, f"{listen.rsplit(':', 1)[0]}:{port}"
+    await health_service.set(SERVICE.full_name, health_pb2.HealthCheckResponse.SERVING)
+    return server, health_service, address, inside
 
 
 async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
@@ -88,8 +100,14 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     await engine.start()
 
     service = QueueService(engine, config)
-    server, health_service, address = await start_grpc(service, config.listen, config.grpc_options())
-    service.address = address
+    authority = Authority.load(config.auth_file) if config.auth_file else None
+    guard = Guard(authority, job_queue_of(engine.get_job), engine.cron_queue)
+    server, health_service, address, internal = await start_grpc(
+        service, config.listen, config.grpc_options(), guard, config.tls, internal=True
+    )
+    service.address = advertised(address, config.advertise)
+    if internal:
+        log.info("internal address %s (plaintext, loopback: for the router and the dashboard)", internal)
     log.info(
         "pyqueue listening on %s (data %s, commit mode %s)", address, config.data_dir, config.commit_mode
     )
@@ -98,8 +116,15 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     summaries.start()
     http = None
     if config.http_listen:
+        inside = internal or dialable(address)
         http = HttpEndpoint(
-            config.http_listen, loop, service.metrics_text, lambda: not stop.is_set(), lambda: service.address
+            config.http_listen,
+            loop,
+            service.metrics_text,
+            lambda: not stop.is_set(),
+            lambda: inside,
+            authority,
+            config.tls,
         )
         http.start()
 
@@ -117,6 +142,20 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     stats = " ".join(f"{k}={v}" for k, v in sorted(engine.stats.items()))
     log.info("stats: %s commits=%d syncs=%d", stats, engine.committer.commits, engine.committer.syncs)
     log.info("stopped cleanly")
+
+
+def dialable(address: str) -> str:
+    """A bound address as this machine dials it (every address: loopback)."""
+    host, port = address.rsplit(":", 1)
+    return f"127.0.0.1:{port}" if host in ("0.0.0.0", "", "[::]", "::") else address
+
+
+def advertised(address: str, host: str) -> str:
+    """`address` (host:port as bound) with the host clients are told to dial ('': as bound)."""
+    if not host:
+        return address
+    port = address.rsplit(":", 1)[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def serve(config: ServerConfig) -> None:

@@ -1,13 +1,43 @@
 """Everything `pyqueue serve` can be told, with its defaults."""
 
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import grpc
 
 from pyqueue.engine.limits import Limits
 from pyqueue.engine.retry import RetryPolicy
 
 DEFAULT_LISTEN = "127.0.0.1:7411"
 DEFAULT_DATA_DIR = "./pyqueue-data"
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files: the server's certificate chain and key, and the CA whose client certificates
+    it requires (None: no client certificate asked)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The same certificates for the HTTP port."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.cert, self.key)
+        if self.client_ca is not None:
+            context.load_verify_locations(self.client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+        return context
+
+    def credentials(self) -> grpc.ServerCredentials:
+        pair = [(self.key.read_bytes(), self.cert.read_bytes())]
+        if self.client_ca is None:
+            return grpc.ssl_server_credentials(pair)
+        return grpc.ssl_server_credentials(
+            pair, root_certificates=self.client_ca.read_bytes(), require_client_auth=True
+        )
 
 
 @dataclass(frozen=True)
@@ -26,6 +56,9 @@ class ServerConfig:
     shard_index: int = 0
     shard_count: int = 1
     topology_file: Path | None = None  # written by the supervisor: every shard's address
+    auth_file: Path | None = None  # tokens with rights (server/auth.py); None: no tokens asked
+    tls: "TlsFiles | None" = None  # None: plaintext
+    advertise: str = ""  # the host clients are told to dial ('': the listen host)
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 

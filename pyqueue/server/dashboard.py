@@ -5,19 +5,23 @@ server is seen whole and nothing here reaches around the gRPC service. Job ids a
 JSON (they pass 2**53, where JavaScript numbers lose digits). Changes are POSTs that must carry
 the `X-Pyqueue-Action` header, which a form on another site cannot send: a page elsewhere cannot
 make a visitor's browser delete jobs.
+
+With tokens on, each API call carries the visitor's token (the page asks for it once and keeps it
+for the tab), and the dashboard's client passes it on: the gRPC server checks its rights.
 """
 
 import dataclasses
 import json
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
 
 from pyqueue.client import Client
-from pyqueue.errors import InvalidArgument, NotFound, PyQueueError
+from pyqueue.errors import InvalidArgument, NotFound, PermissionDenied, PyQueueError, Unauthenticated
 
 log = logging.getLogger("pyqueue.http")
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
@@ -29,22 +33,41 @@ _JOB_ACTION = re.compile(r"^/api/jobs/(\d+)/(retry|delete)$")
 _QUEUE_ACTION = re.compile(r"^/api/queues/([^/]+)/(pause|resume)$")
 
 
+MAX_CLIENTS = 32  # one client per token seen lately
+
+
 class Dashboard:
     def __init__(self, address: Callable[[], str]) -> None:
         self._address = address
-        self._client: Client | None = None
+        self._clients: dict[str | None, Client] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
 
     @property
     def client(self) -> Client:
-        if self._client is None:
-            self._client = Client(self._address(), timeout=10)
-        return self._client
+        """The client of the request this thread serves (its caller's token)."""
+        token: str | None = getattr(self._local, "token", None)
+        with self._lock:
+            client = self._clients.pop(token, None)
+            if client is None:
+                client = Client(self._address(), timeout=10, tls=False, token=token or "")
+                if len(self._clients) >= MAX_CLIENTS:
+                    self._clients.pop(next(iter(self._clients))).close()
+            self._clients[token] = client  # the most recent last
+            return client
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
 
-    def app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    def app(
+        self, environ: dict[str, Any], start_response: StartResponse, authorization: str | None = None
+    ) -> Iterable[bytes]:
+        """`authorization`: the caller's Authorization header (Bearer TOKEN), passed on."""
+        token = authorization.split(" ", 1)[1].strip() if authorization and " " in authorization else None
+        self._local.token = token
         path, method = environ.get("PATH_INFO", "/"), environ.get("REQUEST_METHOD", "GET")
         if path in ("/", "/index.html"):
             page = resources.files("pyqueue.server").joinpath("dashboard.html").read_bytes()
@@ -65,6 +88,10 @@ class Dashboard:
             )
         except NotFound as exc:
             return _json(start_response, "404 Not Found", {"error": str(exc)})
+        except Unauthenticated as exc:
+            return _json(start_response, "401 Unauthorized", {"error": str(exc)})
+        except PermissionDenied as exc:
+            return _json(start_response, "403 Forbidden", {"error": str(exc)})
         except (InvalidArgument, ValueError) as exc:
             return _json(start_response, "400 Bad Request", {"error": str(exc)})
         except PyQueueError as exc:
@@ -125,7 +152,11 @@ class Dashboard:
             for queue in w.queues:
                 workers[queue] = workers.get(queue, 0) + 1
         totals: dict[tuple[str, str], float] = {}
-        for family in text_string_to_metric_families(client.metrics()):
+        try:
+            text = client.metrics()
+        except PermissionDenied:  # a token that reads some queues only: no rates, the rest stands
+            text = ""
+        for family in text_string_to_metric_families(text):
             for s in family.samples:
                 totals[s.name, s.labels.get("queue", "")] = s.value
         return [

@@ -1,7 +1,8 @@
 """The Queue service's method handlers, built from the protocol's descriptor instead of the
-generated `add_QueueServicer_to_server`, for one reason: requests arrive as bytes and are decoded
+generated `add_QueueServicer_to_server`, for two reasons: requests arrive as bytes and are decoded
 here, so an undecodable one is answered INVALID_ARGUMENT saying so (grpc's own decoding answers
-UNKNOWN with a Python exception's text)."""
+UNKNOWN with a Python exception's text); and each decoded request passes the guard (tokens and
+rights, rights.py) before any servicer code runs."""
 
 from collections.abc import Callable
 from typing import Any
@@ -10,12 +11,18 @@ import grpc
 import grpc.aio
 from google.protobuf.message import DecodeError
 
+from pyqueue.engine.errors import EngineError
+from pyqueue.server.auth import Principal
+from pyqueue.server.rights import Guard
+from pyqueue.server.status import abort
 from pyqueue.v1 import queue_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Queue"]
+Context = grpc.aio.ServicerContext[Any, Any]
 
 
-def add_queue_service(servicer: Any, server: grpc.aio.Server) -> None:
+def add_queue_service(servicer: Any, server: grpc.aio.Server, guard: Guard | None = None) -> None:
+    guard = guard or Guard(None)
     handlers = {}
     for method in SERVICE.methods:
         decode = getattr(pb, method.input_type.name).FromString
@@ -23,13 +30,20 @@ def add_queue_service(servicer: Any, server: grpc.aio.Server) -> None:
         behavior = getattr(servicer, method.name)
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _streaming(behavior, decode), response_serializer=encode
+                _streaming(method.name, behavior, decode, guard), response_serializer=encode
             )
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(behavior, decode), response_serializer=encode
+                _unary(method.name, behavior, decode, guard), response_serializer=encode
             )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
+
+
+async def _principal(guard: Guard, context: Context) -> Principal | None:
+    try:
+        return guard.principal(context.invocation_metadata())
+    except EngineError as exc:
+        await abort(context, exc)
 
 
 def _refusal(decode: Callable[[bytes], Any], exc: Exception) -> str:
@@ -38,13 +52,23 @@ def _refusal(decode: Callable[[bytes], Any], exc: Exception) -> str:
     return f"the request is not a valid {kind} ({exc})"
 
 
-def _unary(behavior: Callable[..., Any], decode: Callable[[bytes], Any]) -> Callable[..., Any]:
-    async def handle(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+def _unary(
+    name: str, behavior: Callable[..., Any], decode: Callable[[bytes], Any], guard: Guard
+) -> Callable[..., Any]:
+    async def handle(raw: bytes, context: Context) -> Any:
+        who = await _principal(guard, context)
         try:
             request = decode(raw)
         except DecodeError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _refusal(decode, exc))
-        return await behavior(request, context)
+        try:
+            guard.check(name, request, who, context.peer())
+        except EngineError as exc:
+            await abort(context, exc)
+        response = await behavior(request, context)
+        if response is not None:
+            guard.cut(name, response, who)
+        return response
 
     return handle
 
@@ -52,25 +76,45 @@ def _unary(behavior: Callable[..., Any], decode: Callable[[bytes], Any]) -> Call
 class _DecodingContext:
     """The servicer context of a stream, whose `read` decodes (and refuses what does not)."""
 
-    def __init__(self, context: grpc.aio.ServicerContext[Any, Any], decode: Callable[[bytes], Any]) -> None:
+    def __init__(
+        self, context: Context, decode: Callable[[bytes], Any], check: Callable[[Any], None]
+    ) -> None:
         self._context = context
         self._decode = decode
+        self._check = check
 
     async def read(self) -> Any:
         raw = await self._context.read()
         if not isinstance(raw, bytes):
             return raw  # EOF
         try:
-            return self._decode(raw)
+            message = self._decode(raw)
         except DecodeError as exc:
             await self._context.abort(grpc.StatusCode.INVALID_ARGUMENT, _refusal(self._decode, exc))
+        try:
+            self._check(message)
+        except EngineError as exc:
+            await abort(self._context, exc)
+        return message
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._context, name)
 
 
-def _streaming(behavior: Callable[..., Any], decode: Callable[[bytes], Any]) -> Callable[..., Any]:
-    async def handle(requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        await behavior(requests, _DecodingContext(context, decode))
+def _streaming(
+    name: str, behavior: Callable[..., Any], decode: Callable[[bytes], Any], guard: Guard
+) -> Callable[..., Any]:
+    async def handle(requests: Any, context: Context) -> None:
+        who = await _principal(guard, context)
+        peer = context.peer()
+
+        def check(message: Any) -> None:
+            if name == "Take":
+                if message.HasField("subscribe"):
+                    guard.check_subscribe(message.subscribe, who)
+            else:  # EnqueueStream: each message is an EnqueueRequest
+                guard.check("Enqueue", message, who, peer)
+
+        await behavior(requests, _DecodingContext(context, decode, check))
 
     return handle

@@ -5,9 +5,15 @@ A small threaded WSGI server (the standard library's) beside the gRPC server, in
 owns the public address: the server itself, or a sharded server's supervisor. Its handlers run on
 their own threads and ask the event loop for what they serve, so a slow scrape never holds up the
 gRPC side, and the gRPC side never waits on HTTP.
+
+With tokens on (--auth-file), every path but /healthz and the static page needs
+`Authorization: Bearer TOKEN`: /metrics the read right on every queue, the dashboard's API the
+rights of what it does (the gRPC server behind it checks them). Served over TLS when the gRPC port
+is.
 """
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable
@@ -15,6 +21,9 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from pyqueue.engine.errors import EngineError
+from pyqueue.server.auth import Authority, Principal
+from pyqueue.server.config import TlsFiles
 from pyqueue.server.dashboard import Dashboard
 from pyqueue.server.metrics import CONTENT_TYPE
 
@@ -23,6 +32,7 @@ log = logging.getLogger("pyqueue.http")
 SCRAPE_TIMEOUT_S = 10.0
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+Metadata = tuple[tuple[str, str], ...]
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -40,11 +50,17 @@ class HttpEndpoint:
         self,
         listen: str,
         loop: asyncio.AbstractEventLoop,
-        metrics: Callable[[], Coroutine[Any, Any, bytes]],
+        metrics: Callable[[Metadata], Coroutine[Any, Any, bytes]],
         healthy: Callable[[], bool],
         public_address: Callable[[], str],
+        authority: Authority | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
+        """`public_address`: where the dashboard's client reaches the gRPC service (in plaintext
+        on loopback: the internal address of a TLS server). `metrics` gets the caller's token."""
         self.listen = listen
+        self.authority = authority
+        self.tls = tls
         self.dashboard = Dashboard(public_address)
         self.loop = loop
         self.metrics = metrics
@@ -63,6 +79,11 @@ class HttpEndpoint:
                 f"pyqueue serve: cannot listen for HTTP on {self.listen} ({exc.strerror}): give "
                 "--http-listen another HOST:PORT, or --http-listen '' to turn the HTTP port off"
             ) from None
+        if self.tls is not None:
+            # The handshake happens on the request's thread, not in the accept loop.
+            self._server.socket = self.tls.ssl_context().wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self.address = f"{host}:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="pyqueue-http", daemon=True)
         self._thread.start()
@@ -75,15 +96,36 @@ class HttpEndpoint:
             self._server.server_close()
         self.dashboard.close()
 
+    def _principal(self, environ: dict[str, Any]) -> tuple[Principal | None, Metadata]:
+        """The caller, by its Authorization header (raises Unauthenticated); None: tokens are off."""
+        header = environ.get("HTTP_AUTHORIZATION")
+        metadata: Metadata = (("authorization", header),) if header else ()
+        if self.authority is None:
+            return None, metadata
+        return self.authority.authenticate(metadata), metadata
+
     def app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
-        if path in ("/", "/index.html") or path.startswith("/api/"):
-            return self.dashboard.app(environ, start_response)
+        if path in ("/", "/index.html", "/healthz"):
+            return self._open(path, environ, start_response)
+        try:
+            who, metadata = self._principal(environ)
+            if path == "/metrics" and who is not None:
+                who.require_everywhere("read", "the server's metrics span")
+        except EngineError as exc:
+            status = "401 Unauthorized" if exc.code == "UNAUTHENTICATED" else "403 Forbidden"
+            challenge = [("WWW-Authenticate", "Bearer")]
+            if path.startswith("/api/"):  # the dashboard's page reads the error as JSON
+                error = json.dumps({"error": str(exc)}).encode()
+                return _answer(start_response, status, error, "application/json", challenge)
+            return _answer(start_response, status, f"{exc}\n".encode(), extra=challenge)
+        if path.startswith("/api/"):
+            return self.dashboard.app(environ, start_response, metadata[0][1] if metadata else None)
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
             return _answer(start_response, "405 Method Not Allowed", b"only GET\n")
         if path == "/metrics":
             try:
-                body: bytes = asyncio.run_coroutine_threadsafe(self.metrics(), self.loop).result(
+                body: bytes = asyncio.run_coroutine_threadsafe(self.metrics(metadata), self.loop).result(
                     SCRAPE_TIMEOUT_S
                 )
             except Exception as exc:  # a shard that does not answer: say so, never hang the scraper
@@ -92,15 +134,24 @@ class HttpEndpoint:
                     start_response, "503 Service Unavailable", f"metrics unavailable: {exc}\n".encode()
                 )
             return _answer(start_response, "200 OK", body, CONTENT_TYPE)
-        if path == "/healthz":
-            if self.healthy():
-                return _answer(start_response, "200 OK", b"ok\n")
-            return _answer(start_response, "503 Service Unavailable", b"not serving\n")
         return _answer(start_response, "404 Not Found", b"not found: try /, /metrics or /healthz\n")
+
+    def _open(self, path: str, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        """What needs no token: the static page (its API calls do) and the health check."""
+        if path != "/healthz":
+            return self.dashboard.app(environ, start_response, None)
+        if self.healthy():
+            return _answer(start_response, "200 OK", b"ok\n")
+        return _answer(start_response, "503 Service Unavailable", b"not serving\n")
 
 
 def _answer(
-    start_response: StartResponse, status: str, body: bytes, content_type: str = "text/plain; charset=utf-8"
+    start_response: StartResponse,
+    status: str,
+    body: bytes,
+    content_type: str = "text/plain; charset=utf-8",
+    extra: list[tuple[str, str]] | None = None,
 ) -> list[bytes]:
-    start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+    headers = [("Content-Type", content_type), ("Content-Length", str(len(body))), *(extra or [])]
+    start_response(status, headers)
     return [body]

@@ -18,33 +18,42 @@ import grpc.aio
 
 from pyqueue.cluster import Topology, shard_of_job
 from pyqueue.server import metrics
+from pyqueue.server.auth import METADATA_KEY
 from pyqueue.server.convert import enqueue_refusal
+from pyqueue.server.fan_out import take_across
 from pyqueue.server.status import EOF, AnsweringStream, Context, answer_each, answered
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 
+def forwarded(context: Context) -> tuple[tuple[str, str | bytes], ...]:
+    """The caller's token, passed on: the shards check its rights (the router checks only that it
+    is known)."""
+    return tuple((k, v) for k, v in context.invocation_metadata() or () if k == METADATA_KEY)
+
+
 class Router(pb_grpc.QueueServicer):
-    def __init__(self, topology: Topology, max_message_bytes: int = 64 << 20) -> None:
-        self.topology = topology
+    def __init__(self, topology: Topology, dial: Sequence[str], max_message_bytes: int = 64 << 20) -> None:
+        self.topology = topology  # as clients are told (advertised addresses)
         # The same message limits as the public server and the shards: a job any of them accepts
         # passes through here too.
         self.options = [
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
         ]
-        self.channels = [grpc.aio.insecure_channel(a, options=self.options) for a in topology.addresses]
+        # Where the router itself reaches each shard: loopback, in plaintext (server/app.py).
+        self.channels = [grpc.aio.insecure_channel(a, options=self.options) for a in dial]
         self.enqueue_streams: set[AnsweringStream] = set()
         self.stubs = [pb_grpc.QueueStub(c) for c in self.channels]
 
-    async def moved(self, shard: int, address: str) -> None:
+    async def moved(self, shard: int, address: str, dial: str) -> None:
         """A restarted shard could not have its old port back: calls and the topology that clients
-        learn (GetTopology) follow it to its new address."""
+        learn (GetTopology) follow it to its new address (`dial`: where the router reaches it)."""
         addresses = list(self.topology.addresses)
         addresses[shard] = address
         self.topology = dataclasses.replace(self.topology, addresses=tuple(addresses))
         old = self.channels[shard]
-        self.channels[shard] = grpc.aio.insecure_channel(address, options=self.options)
+        self.channels[shard] = grpc.aio.insecure_channel(dial, options=self.options)
         self.stubs[shard] = pb_grpc.QueueStub(self.channels[shard])
         await old.close(None)
 
@@ -58,7 +67,9 @@ class Router(pb_grpc.QueueServicer):
     # Helpers.
     async def _forward(self, shard: int, method: str, request: Any, context: Context) -> Any:
         try:
-            return await getattr(self.stubs[shard], method)(request, timeout=context.time_remaining())
+            return await getattr(self.stubs[shard], method)(
+                request, timeout=context.time_remaining(), metadata=forwarded(context)
+            )
         except grpc.aio.AioRpcError as exc:
             await context.abort(exc.code(), exc.details() or "")
 
@@ -80,19 +91,44 @@ class Router(pb_grpc.QueueServicer):
     # Calls with one owner.
     @answered
     async def Enqueue(self, request: pb.EnqueueRequest, context: Context) -> pb.EnqueueResponse:
-        owners = self.topology.by_shard(j.queue for j in request.jobs)
-        if len(owners) > 1:
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"the jobs' queues live on {len(owners)} shards and one call is all or nothing "
-                "on one shard: send one call per shard (GetTopology gives the slot map)",
-            )
+        by_shard: dict[int, list[int]] = {}
+        for i, job in enumerate(request.jobs):
+            by_shard.setdefault(self.topology.shard_of_queue(job.queue), []).append(i)
+        if len(by_shard) > 1:
+            return await self._enqueue_across(request, by_shard, context)
         return cast(
-            pb.EnqueueResponse, await self._forward(next(iter(owners), 0), "Enqueue", request, context)
+            pb.EnqueueResponse, await self._forward(next(iter(by_shard), 0), "Enqueue", request, context)
         )
 
     async def EnqueueStream(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
         await answer_each(self.Enqueue, context, enqueue_refusal, self.enqueue_streams)
+
+    async def _enqueue_across(
+        self, request: pb.EnqueueRequest, by_shard: dict[int, list[int]], context: Context
+    ) -> pb.EnqueueResponse:
+        """Jobs for queues on several shards: one call per shard, the answers merged in the
+        request's order. All or nothing per shard: when one shard refuses, the others' jobs may
+        be in, and the refusal says so."""
+        parts = {s: pb.EnqueueRequest(jobs=[request.jobs[i] for i in idx]) for s, idx in by_shard.items()}
+        stub_calls = [
+            self.stubs[s].Enqueue(part, timeout=context.time_remaining(), metadata=forwarded(context))
+            for s, part in parts.items()
+        ]
+        answers = await asyncio.gather(*stub_calls, return_exceptions=True)
+        failed = [a for a in answers if isinstance(a, grpc.aio.AioRpcError)]
+        if failed:
+            done = len(answers) - len(failed)
+            await context.abort(
+                failed[0].code(),
+                f"{failed[0].details()} (the jobs span {len(answers)} shards and a call is all or nothing "
+                f"per shard: {done} shard(s) took their jobs; GetTopology gives the slot map)",
+            )
+        merged: list[pb.Enqueued | None] = [None] * len(request.jobs)
+        for (_shard, indexes), answer in zip(by_shard.items(), answers, strict=True):
+            assert isinstance(answer, pb.EnqueueResponse)
+            for i, enqueued in zip(indexes, answer.jobs, strict=True):
+                merged[i] = enqueued
+        return pb.EnqueueResponse(jobs=[e for e in merged if e is not None])
 
     @answered
     async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:
@@ -143,13 +179,8 @@ class Router(pb_grpc.QueueServicer):
             return
         owners = self.topology.by_shard(first.subscribe.queues) if first.HasField("subscribe") else {}
         if len(owners) > 1:
-            where = "; ".join(
-                f"{', '.join(q)} on {self.topology.addresses[s]}" for s, q in sorted(owners.items())
-            )
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"these queues live on several shards ({where}): open one Take stream per shard",
-            )
+            await take_across(self.stubs, first, owners, context, forwarded(context))
+            return
         outgoing: asyncio.Queue[Any] = asyncio.Queue()
         outgoing.put_nowait(first)
 
@@ -162,7 +193,7 @@ class Router(pb_grpc.QueueServicer):
                 outgoing.put_nowait(message)
             outgoing.put_nowait(None)
 
-        call = self.stubs[next(iter(owners), 0)].Take(requests())
+        call = self.stubs[next(iter(owners), 0)].Take(requests(), metadata=forwarded(context))
         pumping = asyncio.ensure_future(pump())
         try:
             async for response in call:
@@ -236,7 +267,7 @@ class Router(pb_grpc.QueueServicer):
         for shard in range(self.topology.shards):
             try:
                 entry: pb.CronEntry = await self.stubs[shard].ChangeCron(
-                    request, timeout=context.time_remaining()
+                    request, timeout=context.time_remaining(), metadata=forwarded(context)
                 )
                 return entry
             except grpc.aio.AioRpcError as exc:
@@ -248,12 +279,18 @@ class Router(pb_grpc.QueueServicer):
 
     @answered
     async def Metrics(self, request: pb.MetricsRequest, context: Context) -> pb.MetricsResponse:
-        return pb.MetricsResponse(text=(await self.metrics_text()).decode())
+        try:
+            return pb.MetricsResponse(text=(await self.metrics_text(forwarded(context))).decode())
+        except grpc.aio.AioRpcError as exc:  # a shard's refusal (a token's rights) is the answer
+            await context.abort(exc.code(), exc.details() or "")
 
-    async def metrics_text(self) -> bytes:
-        """Every shard's metrics, added up into the server's one view."""
+    async def metrics_text(self, metadata: Sequence[tuple[str, str | bytes]] = ()) -> bytes:
+        """Every shard's metrics, added up into the server's one view (`metadata`: the caller's token)."""
         answers = await asyncio.gather(
-            *(stub.Metrics(pb.MetricsRequest(), timeout=10) for stub in self.stubs[: self.topology.shards])
+            *(
+                stub.Metrics(pb.MetricsRequest(), timeout=10, metadata=tuple(metadata))
+                for stub in self.stubs[: self.topology.shards]
+            )
         )
         return metrics.render(metrics.merge(a.text for a in answers))
 

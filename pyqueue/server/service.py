@@ -149,7 +149,9 @@ class QueueService(pb_grpc.QueueServicer):
     async def SetQueueLimit(self, request: pb.SetQueueLimitRequest, context: Context) -> pb.QueueInfo:
         try:
             self._check_owner(request.queue)
-            limit = QueueLimit(request.max_running, request.rate_per_s, request.burst, request.key_max_running)
+            limit = QueueLimit(
+                request.max_running, request.rate_per_s, request.burst, request.key_max_running
+            )
             await self.engine.set_queue_limit(request.queue, limit)
         except EngineError as exc:
             await abort(context, exc)
@@ -272,7 +274,8 @@ class QueueService(pb_grpc.QueueServicer):
     async def Metrics(self, request: pb.MetricsRequest, context: Context) -> pb.MetricsResponse:
         return pb.MetricsResponse(text=(await self.metrics_text()).decode())
 
-    async def metrics_text(self) -> bytes:
+    async def metrics_text(self, metadata: object = ()) -> bytes:
+        """This server's metrics (`metadata`, the caller's token, is checked before: see http.py)."""
         workers: dict[str, int] = {}
         for stream in tuple(self.streams):
             if stream.consumer is not None:

@@ -25,29 +25,50 @@ from typing import TextIO
 
 from pyqueue.cluster import SLOTS, Topology
 from pyqueue.cluster.metadata import MetadataError, read_json, write_json
-from pyqueue.server.app import start_grpc
+from pyqueue.server.app import advertised, dialable, start_grpc
+from pyqueue.server.auth import Authority
+from pyqueue.server.config import ServerConfig
 from pyqueue.server.http import HttpEndpoint
+from pyqueue.server.rights import Guard
 from pyqueue.server.router import Router
 
 log = logging.getLogger("pyqueue.supervisor")
 _LISTENING = re.compile(r"listening on (\S+:\d+)")
+_INTERNAL = re.compile(r"internal address (\S+:\d+)")
 
 
 class _Listening(threading.Event):
-    """Set when a shard process says where it listens (`address`), or when its output ends."""
+    """Set when a shard process says where it listens (`address`, and `internal` if it has a
+    plaintext loopback port besides its TLS one), or when its output ends."""
 
     address = ""
+    internal = ""
 
 
 class ShardProcess:
-    def __init__(self, index: int, count: int, data_dir: Path, topology_file: Path, args: list[str]) -> None:
+    def __init__(
+        self,
+        index: int,
+        count: int,
+        data_dir: Path,
+        topology_file: Path,
+        args: list[str],
+        host: str = "127.0.0.1",
+    ) -> None:
         self.index = index
         self.count = count
         self.data_dir = data_dir / f"shard-{index}"
         self.topology_file = topology_file
         self.args = args
-        self.address = "127.0.0.1:0"
+        self.host = host  # shards listen on the public listen host: clients dial them directly
+        self.address = f"{host}:0"
+        self.internal = ""  # where the router dials it, when not its public address (TLS)
         self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def dial(self) -> str:
+        """Where the router reaches this shard: its plaintext loopback port, else its address."""
+        return self.internal or dialable(self.address)
 
     def start(self) -> str:
         try:
@@ -58,7 +79,7 @@ class ShardProcess:
             log.warning(
                 "shard %d could not listen on %s again; taking any free port", self.index, self.address
             )
-            self.address = "127.0.0.1:0"
+            self.address = f"{self.host}:0"
             return self._start()
 
     def _start(self) -> str:
@@ -94,11 +115,15 @@ class ShardProcess:
         if not listening.wait(60) or not listening.address:
             raise SystemExit(f"shard {self.index} did not start")
         self.address = listening.address
+        self.internal = listening.internal
         return self.address
 
     def _relay(self, proc: "subprocess.Popen[str]", listening: "_Listening") -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            internal = _INTERNAL.search(line)
+            if internal and not listening.is_set():
+                listening.internal = internal.group(1)  # said before "listening on"
             match = _LISTENING.search(line)
             if match and not listening.is_set():
                 listening.address = match.group(1)
@@ -178,37 +203,53 @@ def _last_addresses(topology_file: Path) -> list[str]:
 
 
 async def supervise(
-    data_dir: Path,
-    listen: str,
-    shards: int,
-    args: list[str],
-    grace_s: float,
-    grpc_options: list[tuple[str, int]],
-    http_listen: str = "",
+    data_dir: Path, listen: str, shards: int, args: list[str], grace_s: float, config: ServerConfig
 ) -> None:
+    """Start the shards, then the public address (the router) and the HTTP port; run until
+    SIGTERM or SIGINT. Shards listen on the listen host; clients are told the advertised host."""
     lock = own(data_dir)
     _check_layout(data_dir, shards)
+    grpc_options = config.grpc_options()
     topology_file = data_dir / "topology.json"
-    processes = [ShardProcess(i, shards, data_dir, topology_file, args) for i in range(shards)]
-    for process, address in zip(processes, _last_addresses(topology_file), strict=False):
-        process.address = address  # the same ports as last time, so clients that knew them still do
+    host = listen.rsplit(":", 1)[0]
+    processes = [ShardProcess(i, shards, data_dir, topology_file, args, host) for i in range(shards)]
+    for process, last in zip(processes, _last_addresses(topology_file), strict=False):
+        # The same ports as last time, so clients that knew them still do.
+        process.address = f"{host}:{last.rsplit(':', 1)[1]}"
     loop = asyncio.get_running_loop()
-    addresses = await asyncio.gather(*(loop.run_in_executor(None, p.start) for p in processes))
-    write_json(topology_file, {"addresses": list(addresses)})
+    await asyncio.gather(*(loop.run_in_executor(None, p.start) for p in processes))
+
+    def published() -> list[str]:
+        return [advertised(p.address, config.advertise) for p in processes]
+
+    addresses = published()
+    write_json(topology_file, {"addresses": addresses})
     topology = Topology(tuple(addresses))
 
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    router = Router(topology, dict(grpc_options).get("grpc.max_receive_message_length", 64 << 20))
-    server, _, address = await start_grpc(router, listen, grpc_options)
+    router = Router(topology, [p.dial for p in processes], config.max_message_bytes)
+    authority = Authority.load(config.auth_file) if config.auth_file else None
+    server, _, address, internal = await start_grpc(
+        router, listen, grpc_options, Guard(authority), config.tls, internal=True
+    )
     log.info("pyqueue listening on %s (%d shards: %s)", address, shards, ", ".join(addresses))
+    http_listen = config.http_listen
 
     def serving() -> bool:
         return not stop.is_set() and all(p.proc is not None and p.proc.poll() is None for p in processes)
 
     http = (
-        HttpEndpoint(http_listen, loop, router.metrics_text, serving, lambda: address)
+        HttpEndpoint(
+            http_listen,
+            loop,
+            router.metrics_text,
+            serving,
+            lambda: internal or dialable(address),
+            authority,
+            config.tls,
+        )
         if http_listen
         else None
     )
@@ -224,12 +265,11 @@ async def supervise(
             log.error(
                 "shard %d exited with code %d; restarting it on %s", process.index, code, process.address
             )
-            before = process.address
+            before = (process.address, process.dial)
             process.start()
-            if process.address != before:
-                addresses = [p.address for p in processes]
-                write_json(topology_file, {"addresses": addresses})
-                moved = router.moved(process.index, process.address)
+            if (process.address, process.dial) != before:
+                write_json(topology_file, {"addresses": published()})
+                moved = router.moved(process.index, published()[process.index], process.dial)
                 asyncio.run_coroutine_threadsafe(moved, loop).result(30)
             log.info("shard %d is back on %s", process.index, process.address)
 

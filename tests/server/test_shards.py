@@ -1,6 +1,7 @@
 """Queues sharded across server processes, behind one address."""
 
 import os
+import queue
 import signal
 import subprocess
 import threading
@@ -85,14 +86,30 @@ def test_a_plain_grpc_client_uses_the_public_address(sharded: ServerProcess) -> 
     assert first.jobs.jobs[0].id == job_id
     responses.cancel()
     near = next(f"queue{i}" for i in range(100) if topology.shard_of_queue(f"queue{i}") == 0)
-    with pytest.raises(grpc.RpcError) as info:
-        next(
-            stub.Take(
-                iter([pb.TakeRequest(subscribe=pb.Subscribe(queues=[far, near], prefetch=1))]), timeout=10
-            )
-        )
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "one Take stream per shard" in info.value.details()
+    # Across shards, the router fans out: one Enqueue, one Take, one Ack for both jobs.
+    both = stub.Enqueue(
+        pb.EnqueueRequest(jobs=[pb.NewJob(type="t", queue=far), pb.NewJob(type="t", queue=near)]), timeout=10
+    ).jobs
+    assert [shard_of_job(e.id) for e in both] == [3, 0], "answered in the request's order"
+    outbox: queue.Queue[pb.TakeRequest | None] = queue.Queue()
+    outbox.put(pb.TakeRequest(subscribe=pb.Subscribe(queues=[far, near], prefetch=3)))
+    responses = stub.Take(iter(outbox.get, None), timeout=30)
+    expected = {job_id, *(e.id for e in both)}  # the first job came back when its stream ended
+    taken: list[pb.Job] = []
+    acked: list[int] = []
+    for response in responses:
+        taken += response.jobs.jobs
+        acked += response.ack_result.acked
+        if len(taken) == 2 and not acked:  # one from each shard: one Ack for both
+            assert {shard_of_job(j.id) for j in taken} == {0, 3}
+            outbox.put(pb.TakeRequest(ack=pb.Ack(ids=[j.id for j in taken], leases=[j.lease for j in taken])))
+        if len(taken) == 3 and len(acked) == 2:
+            outbox.put(pb.TakeRequest(ack=pb.Ack(ids=[taken[2].id], leases=[taken[2].lease])))
+        if len(acked) == 3:
+            break
+    assert sorted(acked) == sorted(expected) == sorted(j.id for j in taken)
+    outbox.put(None)
+    responses.cancel()
     with pytest.raises(grpc.RpcError) as info:  # a shard refuses a queue it does not own
         pb_grpc.QueueStub(grpc.insecure_channel(topology.addresses[0])).Enqueue(
             pb.EnqueueRequest(jobs=[pb.NewJob(type="t", queue=far)]), timeout=10

@@ -1,0 +1,144 @@
+"""The right each call needs, on which queues, checked before the call does anything.
+
+Calls are checked where the request is decoded (handlers.py), so no servicer method runs for a
+caller without the right: a refusal changes nothing. A call by id (get, errors, a change by ids)
+is checked against the queues of those jobs, looked up first. Listings the caller may only partly
+read (queues, periodic jobs) are cut to what it may read.
+
+Every change (update, retry, cancel, delete, pause, resume, limit, periodic jobs) is logged on
+`pyqueue.audit` with the token's name and the caller's address, whether or not tokens are on.
+"""
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pyqueue.engine.errors import NotFound
+from pyqueue.server.auth import Authority, Principal
+from pyqueue.v1 import queue_pb2 as pb
+
+audit = logging.getLogger("pyqueue.audit")
+
+JobQueue = Callable[[int], str | None]  # a job's queue, or None if there is no such job
+CronQueue = Callable[[str], str | None]  # a periodic job's queue by name
+
+CHANGES = frozenset(
+    {
+        "UpdateJobs",
+        "RetryJobs",
+        "CancelJobs",
+        "DeleteJobs",
+        "PauseQueue",
+        "ResumeQueue",
+        "SetQueueLimit",
+        "SetCron",
+        "ChangeCron",
+    }
+)
+_FILTERED = {"UpdateJobs": "admin", "RetryJobs": "admin", "CancelJobs": "admin", "DeleteJobs": "admin"}
+_FILTERED |= {"ListJobs": "read", "CountJobs": "read"}
+_BY_QUEUE = {"PauseQueue": "admin", "ResumeQueue": "admin", "SetQueueLimit": "admin"}
+_BY_ID = {"GetJob": ("produce", "read"), "WaitJob": ("produce", "read"), "ListErrors": ("read",)}
+
+
+class Guard:
+    """Checks calls against the tokens (`authority`; None: no tokens, every call allowed), and
+    writes the audit log. A shard's guard can look jobs and periodic jobs up; the router's cannot,
+    so it checks the token only and forwards it: the shards check the rights."""
+
+    def __init__(
+        self,
+        authority: Authority | None,
+        job_queue: JobQueue | None = None,
+        cron_queue: CronQueue | None = None,
+    ) -> None:
+        self.authority = authority
+        self.job_queue = job_queue
+        self.cron_queue = cron_queue
+
+    @property
+    def checks_rights(self) -> bool:
+        return self.authority is not None and self.job_queue is not None
+
+    def principal(self, metadata: Any) -> Principal | None:
+        return None if self.authority is None else self.authority.authenticate(metadata)
+
+    def check(self, method: str, request: Any, who: Principal | None, peer: str) -> None:
+        """Raise Unauthenticated or PermissionDenied, or log the change and return."""
+        if who is not None and self.checks_rights:
+            self._check(method, request, who)
+        if method in CHANGES:
+            audit.info("%s by %s from %s: %s", method, who.name if who else "-", peer, _describe(request))
+
+    def _check(self, method: str, request: Any, who: Principal) -> None:
+        if method == "Enqueue":
+            who.require("produce", {job.queue or "default" for job in request.jobs})
+        elif method in _FILTERED:
+            role = _FILTERED[method]
+            self._check_filter(who, role, request.filter, method)
+            if method == "UpdateJobs" and request.changes.HasField("queue"):
+                who.require("admin", [request.changes.queue])
+        elif method in _BY_QUEUE:
+            who.require(_BY_QUEUE[method], [request.queue])
+        elif method in _BY_ID:
+            queue = self._queue_of(request.id)
+            roles = _BY_ID[method]
+            if queue is not None and not any(who.may(role, queue) for role in roles):
+                who.require(roles[-1], [queue])
+        elif method == "SetCron":
+            who.require("admin", {entry.job.queue or "default" for entry in request.entries})
+        elif method == "ChangeCron":
+            assert self.cron_queue is not None
+            queue = self.cron_queue(request.name)
+            if queue is not None:
+                who.require("admin", [queue])
+        elif method == "Metrics":
+            who.require_everywhere("read", "the server's metrics span")
+        elif method in ("ListQueues", "ListCron", "ListWorkers") and not who.may_somewhere("read"):
+            who.require("read", ["*"])
+        # GetTopology: any known token (clients need the map to route). Take and EnqueueStream
+        # are checked per message (check_subscribe, Enqueue).
+
+    def check_subscribe(self, subscribe: pb.Subscribe, who: Principal | None) -> None:
+        if who is not None and self.checks_rights:
+            who.require("work", list(subscribe.queues))
+
+    def _queue_of(self, job_id: int) -> str | None:
+        assert self.job_queue is not None
+        return self.job_queue(job_id)
+
+    def _check_filter(self, who: Principal, role: str, f: pb.JobFilter, method: str) -> None:
+        if f.queues:
+            who.require(role, list(f.queues))
+        elif f.ids:
+            who.require(role, {q for q in (self._queue_of(i) for i in f.ids) if q is not None})
+        else:
+            who.require_everywhere(role, f"{method} without --queue or ids touches")
+
+    def cut(self, method: str, response: Any, who: Principal | None) -> None:
+        """Cut a listing to the queues the caller may read (in place)."""
+        if who is None or not self.checks_rights:
+            return
+        if method == "ListQueues":
+            keep = [q for q in response.queues if who.may("read", q.name)]
+            del response.queues[:]
+            response.queues.extend(keep)
+        elif method == "ListCron":
+            kept = [e for e in response.entries if who.may("read", e.job.queue or "default")]
+            del response.entries[:]
+            response.entries.extend(kept)
+
+
+def job_queue_of(get_job: Callable[[int], Any]) -> JobQueue:
+    def lookup(job_id: int) -> str | None:
+        try:
+            return str(get_job(job_id).record.queue)
+        except NotFound:
+            return None
+
+    return lookup
+
+
+def _describe(request: Any) -> str:
+    text = str(request).replace("\n", " ").strip()
+    return text if len(text) <= 300 else text[:300] + "..."
