@@ -2,6 +2,11 @@
 per call on both ends.
 
     python bench/single_enqueue.py [--seconds 10] [--commit-mode fsync|buffered] [--shards 2]
+                                   [--tls] [--tokens]
+
+With --tls the server serves TLS (a CA and certificate made here) and the client trusts that CA;
+with --tokens the server asks for a token (--auth-file) and the client sends one: what security
+costs per call.
 
 The producer is `fn.enqueue()` on a `pyqueue.App` job function (the everyday path, 100 B of
 arguments). Client CPU is this process's CPU time (every thread, gRPC's included) per call;
@@ -17,7 +22,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "tests"), str(HERE / "apps")]
+sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "tests" / "server"), str(HERE / "apps")]
 
 from harness import ServerProcess  # noqa: E402
 
@@ -68,17 +73,41 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--commit-mode", default="fsync", choices=["fsync", "buffered"])
     parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--tls", action="store_true", help="serve TLS; the client trusts its CA")
+    parser.add_argument("--tokens", action="store_true", help="ask for a token; the client sends one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        extra = _security(Path(tmp), args.tls, args.tokens)
         server = ServerProcess(
-            Path(tmp) / "data", "--commit-mode", args.commit_mode, "--shards", str(args.shards)
+            Path(tmp) / "data", "--commit-mode", args.commit_mode, "--shards", str(args.shards), *extra
         ).start()
         try:
             assert server.proc is not None
             result = run(server.address, server.proc.pid, args.seconds)
         finally:
             server.stop()
-    print(json.dumps({"commit_mode": args.commit_mode, "shards": args.shards, "payload": "100 B", **result}))
+    conditions = {"commit_mode": args.commit_mode, "shards": args.shards, "payload": "100 B"}
+    conditions |= {"tls": args.tls, "tokens": args.tokens}
+    print(json.dumps({**conditions, **result}))
+
+
+def _security(tmp: Path, tls: bool, tokens: bool) -> list[str]:
+    """Server flags for TLS and tokens; the client side goes through the environment."""
+    args: list[str] = []
+    if tls:
+        from certs import Authority
+
+        ca = Authority(tmp, "bench")
+        pair = ca.issue("server", server=True)
+        args += ["--tls-cert", str(pair.cert), "--tls-key", str(pair.key)]
+        os.environ["PYQUEUE_TLS_CA"] = str(ca.path)
+    if tokens:
+        from test_auth import write_auth_file
+
+        secrets = write_auth_file(tmp / "auth.toml")
+        args += ["--auth-file", str(tmp / "auth.toml")]
+        os.environ["PYQUEUE_TOKEN"] = secrets["root"]
+    return args
 
 
 if __name__ == "__main__":

@@ -189,6 +189,7 @@ def serve(
     tls_client_ca: Path | None,
     auth_file: Path | None,
     advertise: str | None,
+    unique_per_queue: bool,
     insecure: bool,
     log_level: str,
     log_format: str,
@@ -268,6 +269,7 @@ def serve(
             auth_file=auth_file,
             tls=tls,
             advertise=host,
+            unique_per_queue=unique_per_queue,
             retry=RetryPolicy(
                 max_retries=max_retries,
                 base_s=backoff[0],

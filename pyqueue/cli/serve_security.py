@@ -37,6 +37,12 @@ def security_options(f: F) -> F:
             "name when listening on every address).",
         ),
         click.option(
+            "--unique-per-queue",
+            is_flag=True,
+            help="Every unique key holds within its queue only: producers of one queue cannot "
+            "block another queue's keys, or learn of its jobs through them.",
+        ),
+        click.option(
             "--insecure",
             is_flag=True,
             help="Allow listening beyond loopback without TLS or without tokens.",

@@ -91,6 +91,7 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
             raise ValueError(f"unique_scope {scope!r} is not one of {', '.join(SCOPES)}")
         message.unique_key = spec["unique_key"]
         message.unique_scope = SCOPES[scope]
+        message.unique_in_queue = bool(spec.get("unique_in_queue"))
     if context:  # the caller's trace context (tracing.context_headers), then the job's own headers
         message.headers.update(context)
     if spec.get("headers"):
@@ -147,6 +148,7 @@ _JOB_KEYS = {
     "headers",
     "keep_result",
     "limit_key",
+    "unique_in_queue",
 }
 
 
@@ -302,6 +304,7 @@ class Client:
         headers: Mapping[str, str] | None = None,
         keep_result: float | timedelta | None = None,
         limit_key: str | None = None,
+        unique_in_queue: bool = False,
     ) -> Job:
         """Enqueue one job; returns once it is committed (fsync'd in the default commit mode).
 
@@ -309,7 +312,8 @@ class Client:
         override the server's defaults; `keep_completed` keeps it visible after it completes.
         With `unique_key`, a second job with the key is not added while the first one is within
         `unique_scope` ("queued": scheduled or ready; "active": also in flight; "exists": until it
-        is purged): the existing job comes back, with `duplicate=True`. `headers` go to the worker
+        is purged): the existing job comes back, with `duplicate=True`. With `unique_in_queue`,
+        the key holds within `queue` only (other queues' producers cannot block or see it). `headers` go to the worker
         with the job (`job.headers`); the current trace context joins them when opentelemetry is
         installed. With `keep_result` (seconds), the handler's return value is kept with the
         completed job that long: `job.result(timeout=...)` waits for it. With `limit_key` (a
@@ -331,6 +335,7 @@ class Client:
             "headers": headers,
             "keep_result": keep_result,
             "limit_key": limit_key,
+            "unique_in_queue": unique_in_queue,
         }
         message = [new_job_message(spec, tracing.context_headers())]
         shard, _ = self.routes.for_queue(message[0].queue)

@@ -49,6 +49,7 @@ class Job:
     lost: int = 0
     started_at: datetime | None = None  # in flight: when its worker began this attempt
     unique_key: str = ""
+    unique_in_queue: bool = False  # the unique key holds within its queue only
     duplicate: bool = False  # from enqueue: a unique job that already existed
     headers: dict[str, str] = field(default_factory=dict)  # what the producer handed over
     wants_result: bool = False  # enqueued with keep_result: the worker sends the return value
@@ -79,6 +80,7 @@ class Job:
             lost=message.lost,
             started_at=_time(message.started_at_ms),
             unique_key=message.unique_key,
+            unique_in_queue=message.unique_in_queue,
             headers=dict(message.headers) if message.headers else {},
             wants_result=message.wants_result,
             limit_key=message.limit_key,

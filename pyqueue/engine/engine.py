@@ -40,6 +40,7 @@ from pyqueue.engine.model import (
     NewJob,
     Outcome,
     UniqueScope,
+    scoped_unique_key,
     system_clock,
 )
 from pyqueue.engine.purger import Purger
@@ -72,6 +73,7 @@ class EngineConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     alarms: AlarmConfig = field(default_factory=AlarmConfig)
     min_free_bytes: int = 0  # refuse enqueues below this much free disk (0: no guard)
+    unique_per_queue: bool = False  # every unique key holds within its queue only
     on_fatal: Callable[[BaseException], None] = _exit_now
 
 
@@ -237,6 +239,7 @@ class Engine:
         headers: dict[str, str] | None = None,
         keep_result_ms: int | None = None,
         limit_key: str = "",
+        unique_in_queue: bool = False,
     ) -> NewJob:
         """Validate one job of an enqueue request against the limits."""
         limits = self.config.limits
@@ -258,8 +261,12 @@ class Engine:
         if keep_completed_ms is not None:
             ranges.check("keep_completed_ms", keep_completed_ms, where)
         ranges.check_backoff(backoff, where)
-        if len(unique_key.encode()) > 256:
-            raise InvalidArgument(f"job {index}: the unique key is longer than 256 bytes")
+        if len(unique_key.encode()) > 256 or not unique_key.isprintable():
+            raise InvalidArgument(
+                f"job {index}: the unique key must be printable (no control characters) and at most 256 bytes"
+            )
+        if unique_key and (unique_in_queue or self.config.unique_per_queue):
+            unique_key = scoped_unique_key(queue, unique_key)
         if unique_scope not in (UniqueScope.QUEUED, UniqueScope.ACTIVE, UniqueScope.EXISTS):
             raise InvalidArgument(f"job {index}: unique scope {unique_scope} is not queued, active or exists")
         if headers:

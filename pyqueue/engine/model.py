@@ -39,6 +39,20 @@ class NewJob:
     limit_key: str = ""  # counts under this key against its queue's per-key cap
 
 
+_IN_QUEUE = "\x1f"  # a unit separator: never in a (printable) unique key, nor in a queue name
+
+
+def scoped_unique_key(queue: str, key: str) -> str:
+    """The stored form of a unique key that holds within one queue only."""
+    return f"{queue}{_IN_QUEUE}{key}"
+
+
+def shown_unique_key(stored: str) -> tuple[str, bool]:
+    """(the key as the producer gave it, whether it holds within its queue only)."""
+    _, scoped, key = stored.rpartition(_IN_QUEUE)
+    return key, bool(scoped)
+
+
 class UniqueScope:
     """While a job holds its unique key: which of its statuses block a second job with the key."""
 

@@ -94,6 +94,7 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
             limits=config.limits,
             retry=config.retry,
             min_free_bytes=config.min_free_bytes,
+            unique_per_queue=config.unique_per_queue,
             shard=config.shard_index,
         ),
     )

@@ -4,7 +4,7 @@ import grpc
 
 from pyqueue.engine.cron_entry import CronEntry
 from pyqueue.engine.errors import InvalidArgument
-from pyqueue.engine.model import Changes, ErrorEntry, JobView, Outcome
+from pyqueue.engine.model import Changes, ErrorEntry, JobView, Outcome, shown_unique_key
 from pyqueue.engine.query import Bounds, JobFilter
 from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.engine.retry import JobOptions
@@ -30,12 +30,13 @@ def job_to_pb(view: JobView) -> pb.Job:
         max_retries=r.max_retries,
         timeout_ms=r.timeout_ms,
         expires_at_ms=r.expires_ms,
-        unique_key=r.unique_key,
         errors=r.errors,
         lost=r.lost,
         started_at_ms=r.started_ms if r.status == Status.IN_FLIGHT else 0,
         limit_key=r.limit_key,
     )
+    if r.unique_key:
+        message.unique_key, message.unique_in_queue = shown_unique_key(r.unique_key)
     if r.options:  # rare: only jobs with options (backoff, retention, headers, results) have any
         options = JobOptions.decode(r.options)
         if options.headers:

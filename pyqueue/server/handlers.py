@@ -55,12 +55,16 @@ def _refusal(decode: Callable[[bytes], Any], exc: Exception) -> str:
 def _unary(
     name: str, behavior: Callable[..., Any], decode: Callable[[bytes], Any], guard: Guard
 ) -> Callable[..., Any]:
+    watched = guard.watches(name)  # without tokens, only changes pass the guard (to be logged)
+
     async def handle(raw: bytes, context: Context) -> Any:
-        who = await _principal(guard, context)
+        who = await _principal(guard, context) if watched else None
         try:
             request = decode(raw)
         except DecodeError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _refusal(decode, exc))
+        if not watched:
+            return await behavior(request, context)
         try:
             guard.check(name, request, who, context.peer())
         except EngineError as exc:
@@ -109,6 +113,8 @@ def _streaming(
         peer = context.peer()
 
         def check(message: Any) -> None:
+            if who is None:
+                return  # no tokens: nothing to check on a stream (it changes nothing to log)
             if name == "Take":
                 if message.HasField("subscribe"):
                     guard.check_subscribe(message.subscribe, who)

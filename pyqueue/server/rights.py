@@ -56,6 +56,10 @@ class Guard:
         self.job_queue = job_queue
         self.cron_queue = cron_queue
 
+    def watches(self, method: str) -> bool:
+        """Whether calls of `method` pass the guard: all of them with tokens, else the changes."""
+        return self.authority is not None or method in CHANGES
+
     @property
     def checks_rights(self) -> bool:
         return self.authority is not None and self.job_queue is not None

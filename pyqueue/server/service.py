@@ -322,4 +322,5 @@ def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:
         unique_scope=job.unique_scope,
         headers=dict(job.headers) if job.headers else None,
         limit_key=job.limit_key,
+        unique_in_queue=job.unique_in_queue,
     )

@@ -188,6 +188,7 @@ class NewJob(_message.Message):
     HEADERS_FIELD_NUMBER: _builtins.int
     KEEP_RESULT_MS_FIELD_NUMBER: _builtins.int
     LIMIT_KEY_FIELD_NUMBER: _builtins.int
+    UNIQUE_IN_QUEUE_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     queue: _builtins.str
     """Empty means "default"."""
@@ -221,6 +222,10 @@ class NewJob(_message.Message):
     """Counts under this key (a customer id, say) against its queue's per-key cap
     (SetQueueLimitRequest.key_max_running): 1 to 128 bytes, no control characters.
     """
+    unique_in_queue: _builtins.bool
+    """The unique key holds within this queue only, so producers of other queues can neither
+    block it nor learn of it (the server's --unique-per-queue makes every key so).
+    """
     @_builtins.property
     def backoff(self) -> Global___Backoff:
         """The backoff curve for this job's retries; unset means the server's."""
@@ -250,10 +255,11 @@ class NewJob(_message.Message):
         headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         keep_result_ms: _builtins.int | None = ...,
         limit_key: _builtins.str = ...,
+        unique_in_queue: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "max_retries", b"max_retries", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "headers", b"headers", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "limit_key", b"limit_key", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "headers", b"headers", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "limit_key", b"limit_key", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__keep_completed_ms: _TypeAlias = _typing.Literal["keep_completed_ms"]  # noqa: Y015
     _WhichOneofArgType__keep_completed_ms: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms"]  # noqa: Y015
@@ -462,6 +468,7 @@ class Job(_message.Message):
     WANTS_RESULT_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
     LIMIT_KEY_FIELD_NUMBER: _builtins.int
+    UNIQUE_IN_QUEUE_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     type: _builtins.str
     queue: _builtins.str
@@ -495,6 +502,8 @@ class Job(_message.Message):
     result: _builtins.bytes
     """Completed: the handler's return value (JSON), when the job asked for it."""
     limit_key: _builtins.str
+    unique_in_queue: _builtins.bool
+    """unique_key holds within the job's queue only (NewJob.unique_in_queue)."""
     @_builtins.property
     def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """What the producer handed over with the job (NewJob.headers)."""
@@ -525,10 +534,11 @@ class Job(_message.Message):
         wants_result: _builtins.bool = ...,
         result: _builtins.bytes = ...,
         limit_key: _builtins.str = ...,
+        unique_in_queue: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "headers", b"headers", "id", b"id", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "headers", b"headers", "id", b"id", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

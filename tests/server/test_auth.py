@@ -217,3 +217,37 @@ def test_token_create_prints_a_working_token_and_its_entry(tmp_path: Path) -> No
         server.close()
     bad = pyqueue_command("token", "create", "x", "--grant", "owner:*")
     assert bad.returncode != 0 and "ROLE:PATTERN" in bad.stderr
+
+
+def test_unique_keys_scoped_to_a_queue_cannot_be_squatted_from_another(tmp_path: Path) -> None:
+    secrets = write_auth_file(tmp_path / "auth.toml")
+    (tmp_path / "auth.toml").write_text(
+        (tmp_path / "auth.toml").read_text()
+        + f'[[token]]\nname = "other-team"\nsha256 = "{hash_token("pq_other")}"\ngrants = ["produce:other"]\n'
+    )
+    server = ServerProcess(
+        tmp_path / "data", "--auth-file", str(tmp_path / "auth.toml"), "--unique-per-queue"
+    ).start()
+    try:
+        with pyqueue.Client(server.address, token="pq_other") as squatter:
+            squatted = squatter.enqueue("t", queue="other", unique_key="invoice-1")
+        with pyqueue.Client(server.address, token=secrets["producer"]) as owner:
+            mine = owner.enqueue("t", queue="emails", unique_key="invoice-1")
+            assert not mine.duplicate and mine.id != squatted.id, "another queue's key did not block it"
+            again = owner.enqueue("t", queue="emails", unique_key="invoice-1")
+            assert again.duplicate and again.id == mine.id, "within the queue, the key holds"
+            shown = owner.get_job(mine.id)
+            assert (shown.unique_key, shown.unique_in_queue) == ("invoice-1", True)
+            with pytest.raises(pyqueue.InvalidArgument, match="unique key must be printable"):
+                owner.enqueue("t", queue="emails", unique_key="invoice\x1f1")
+    finally:
+        server.close()
+
+
+def test_a_job_can_scope_its_own_unique_key(server: ServerProcess) -> None:
+    with pyqueue.Client(server.address) as client:
+        everywhere = client.enqueue("t", queue="a", unique_key="k")
+        scoped = client.enqueue("t", queue="b", unique_key="k", unique_in_queue=True)
+        assert not scoped.duplicate and scoped.id != everywhere.id
+        assert client.enqueue("t", queue="b", unique_key="k", unique_in_queue=True).id == scoped.id
+        assert client.enqueue("t", queue="b", unique_key="k").id == everywhere.id  # the global key
