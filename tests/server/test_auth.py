@@ -132,17 +132,21 @@ def test_listings_show_what_the_token_may_read_and_metrics_need_read_everywhere(
         for queue in QUEUES:
             root.enqueue("t", queue=queue)
         assert "pyqueue_" in root.metrics()
+        root.set_cron(
+            [{"name": f"nightly-{q}", "schedule": "0 0 1 1 *", "job": {"type": "t", "queue": q}} for q in QUEUES]
+        )
     with pyqueue.Client(server.address, token=secrets["reader"]) as reader:
         assert [q.name for q in reader.queues()] == ["emails"]
+        assert [c.name for c in reader.cron_entries()] == ["nightly-emails"]
+        assert reader.workers() == []
         with pytest.raises(pyqueue.PermissionDenied, match=r"read right on every queue"):
             reader.metrics()
         with pytest.raises(pyqueue.PermissionDenied):
             reader.count_jobs()  # no queue named: every queue
-    with (
-        pyqueue.Client(server.address, token=secrets["producer"]) as producer,
-        pytest.raises(pyqueue.PermissionDenied),
-    ):
-        producer.queues()
+    with pyqueue.Client(server.address, token=secrets["producer"]) as producer:
+        for listing in (producer.queues, producer.cron_entries, producer.workers):
+            with pytest.raises(pyqueue.PermissionDenied):
+                listing()
 
 
 def test_no_token_or_an_unknown_one_is_unauthenticated_and_changes_nothing(secured) -> None:  # type: ignore[no-untyped-def]
