@@ -14,7 +14,6 @@ import dataclasses
 import json
 import logging
 import re
-import threading
 from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Any
@@ -22,6 +21,7 @@ from urllib.parse import parse_qs
 
 from pyqueue.client import Client
 from pyqueue.errors import InvalidArgument, NotFound, PermissionDenied, PyQueueError, Unauthenticated
+from pyqueue.server.http_clients import TokenClients
 
 log = logging.getLogger("pyqueue.http")
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
@@ -33,41 +33,19 @@ _JOB_ACTION = re.compile(r"^/api/jobs/(\d+)/(retry|delete)$")
 _QUEUE_ACTION = re.compile(r"^/api/queues/([^/]+)/(pause|resume)$")
 
 
-MAX_CLIENTS = 32  # one client per token seen lately
-
-
 class Dashboard:
-    def __init__(self, address: Callable[[], str]) -> None:
-        self._address = address
-        self._clients: dict[str | None, Client] = {}
-        self._lock = threading.Lock()
-        self._local = threading.local()
+    def __init__(self, clients: TokenClients) -> None:
+        self._clients = clients
 
     @property
     def client(self) -> Client:
-        """The client of the request this thread serves (its caller's token)."""
-        token: str | None = getattr(self._local, "token", None)
-        with self._lock:
-            client = self._clients.pop(token, None)
-            if client is None:
-                client = Client(self._address(), timeout=10, tls=False, token=token or "")
-                if len(self._clients) >= MAX_CLIENTS:
-                    self._clients.pop(next(iter(self._clients))).close()
-            self._clients[token] = client  # the most recent last
-            return client
-
-    def close(self) -> None:
-        with self._lock:
-            for client in self._clients.values():
-                client.close()
-            self._clients.clear()
+        return self._clients.client
 
     def app(
         self, environ: dict[str, Any], start_response: StartResponse, authorization: str | None = None
     ) -> Iterable[bytes]:
         """`authorization`: the caller's Authorization header (Bearer TOKEN), passed on."""
-        token = authorization.split(" ", 1)[1].strip() if authorization and " " in authorization else None
-        self._local.token = token
+        self._clients.serve(authorization)
         path, method = environ.get("PATH_INFO", "/"), environ.get("REQUEST_METHOD", "GET")
         if path in ("/", "/index.html"):
             page = resources.files("pyqueue.server").joinpath("dashboard.html").read_bytes()

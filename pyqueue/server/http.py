@@ -1,5 +1,6 @@
-"""The server's HTTP port: /metrics for Prometheus, /healthz for load balancers, and the web
-dashboard at / with its JSON API under /api/ (dashboard.py).
+"""The server's HTTP port: /metrics for Prometheus, /healthz for load balancers, the web
+dashboard at / with its JSON API under /api/ (dashboard.py), and jobs over HTTP/JSON under /v1/
+(http_api.py: enqueue and look up with curl).
 
 A small threaded WSGI server (the standard library's) beside the gRPC server, in the process that
 owns the public address: the server itself, or a sharded server's supervisor. Its handlers run on
@@ -25,6 +26,8 @@ from pyqueue.engine.errors import EngineError
 from pyqueue.server.auth import Authority, Principal
 from pyqueue.server.config import TlsFiles
 from pyqueue.server.dashboard import Dashboard
+from pyqueue.server.http_api import JobsApi
+from pyqueue.server.http_clients import TokenClients
 from pyqueue.server.metrics import CONTENT_TYPE
 
 log = logging.getLogger("pyqueue.http")
@@ -55,13 +58,16 @@ class HttpEndpoint:
         public_address: Callable[[], str],
         authority: Authority | None = None,
         tls: TlsFiles | None = None,
+        max_body_bytes: int = 64 << 20,
     ) -> None:
         """`public_address`: where the dashboard's client reaches the gRPC service (in plaintext
         on loopback: the internal address of a TLS server). `metrics` gets the caller's token."""
         self.listen = listen
         self.authority = authority
         self.tls = tls
-        self.dashboard = Dashboard(public_address)
+        self.clients = TokenClients(public_address)
+        self.dashboard = Dashboard(self.clients)
+        self.jobs = JobsApi(self.clients, max_body_bytes)
         self.loop = loop
         self.metrics = metrics
         self.healthy = healthy
@@ -94,7 +100,7 @@ class HttpEndpoint:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
-        self.dashboard.close()
+        self.clients.close()
 
     def _principal(self, environ: dict[str, Any]) -> tuple[Principal | None, Metadata]:
         """The caller, by its Authorization header (raises Unauthenticated); None: tokens are off."""
@@ -119,8 +125,11 @@ class HttpEndpoint:
                 error = json.dumps({"error": str(exc)}).encode()
                 return _answer(start_response, status, error, "application/json", challenge)
             return _answer(start_response, status, f"{exc}\n".encode(), extra=challenge)
+        authorization = str(metadata[0][1]) if metadata else None
         if path.startswith("/api/"):
-            return self.dashboard.app(environ, start_response, metadata[0][1] if metadata else None)
+            return self.dashboard.app(environ, start_response, authorization)
+        if path.startswith("/v1/"):
+            return self.jobs.app(environ, start_response, authorization)
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
             return _answer(start_response, "405 Method Not Allowed", b"only GET\n")
         if path == "/metrics":

@@ -249,6 +249,7 @@ async def supervise(
             lambda: internal or dialable(address),
             authority,
             config.tls,
+            config.max_message_bytes,
         )
         if http_listen
         else None

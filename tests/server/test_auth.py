@@ -133,7 +133,10 @@ def test_listings_show_what_the_token_may_read_and_metrics_need_read_everywhere(
             root.enqueue("t", queue=queue)
         assert "pyqueue_" in root.metrics()
         root.set_cron(
-            [{"name": f"nightly-{q}", "schedule": "0 0 1 1 *", "job": {"type": "t", "queue": q}} for q in QUEUES]
+            [
+                {"name": f"nightly-{q}", "schedule": "0 0 1 1 *", "job": {"type": "t", "queue": q}}
+                for q in QUEUES
+            ]
         )
     with pyqueue.Client(server.address, token=secrets["reader"]) as reader:
         assert [q.name for q in reader.queues()] == ["emails"]
@@ -161,11 +164,12 @@ def test_no_token_or_an_unknown_one_is_unauthenticated_and_changes_nothing(secur
         assert root.count_jobs(queues=list(QUEUES)) == 0
 
 
-def _http(url: str, token: str | None = None, method: str = "GET") -> tuple[int, bytes]:
+def _http(url: str, token: str | None = None, method: str = "GET", body: object = None) -> tuple[int, bytes]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if method == "POST":
         headers["X-Pyqueue-Action"] = "1"
-    request = urllib.request.Request(url, headers=headers, method=method)
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, timeout=20) as answer:
             return answer.status, answer.read()
@@ -190,6 +194,13 @@ def test_the_http_port_asks_for_the_same_tokens(secured) -> None:  # type: ignor
     assert status == 200 and [q["name"] for q in json.loads(body)] == ["emails"]
     assert _http(f"{base}/api/jobs/{job}/delete", secrets["reader"], "POST")[0] == 403
     assert _http(f"{base}/api/jobs/{job}/delete", secrets["admin"], "POST")[0] == 200
+    # Jobs over HTTP/JSON: the produce right on the job's queue.
+    assert _http(f"{base}/v1/jobs", None, "POST", {"type": "t", "queue": "emails"})[0] == 401
+    assert _http(f"{base}/v1/jobs", secrets["producer"], "POST", {"type": "t", "queue": "other"})[0] == 403
+    status, body = _http(f"{base}/v1/jobs", secrets["producer"], "POST", {"type": "t", "queue": "emails"})
+    assert status == 200
+    assert _http(f"{base}/v1/jobs/{json.loads(body)['id']}", secrets["worker"])[0] == 403
+    assert _http(f"{base}/v1/jobs/{json.loads(body)['id']}", secrets["producer"])[0] == 200
 
 
 def test_changes_are_logged_with_the_token_name_and_the_address(secured) -> None:  # type: ignore[no-untyped-def]

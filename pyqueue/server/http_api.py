@@ -1,0 +1,127 @@
+"""Jobs over HTTP/JSON, for what has no gRPC (curl, a webhook sender, a serverless function):
+
+- `POST /v1/jobs` with one job (a JSON object) or many (a JSON array): answered once committed,
+  like the gRPC Enqueue (it is one, through the server's own address), all or nothing per shard;
+- `GET /v1/jobs/{id}`: the job as JSON.
+
+A job is {"type": ..., "payload": <any JSON>, "queue", "priority", "delay" (seconds), "run_at"
+(ISO 8601), "max_retries", "timeout" (seconds), "keep_completed", "keep_result" (seconds),
+"unique_key", "unique_scope", "unique_in_queue", "limit_key", "headers"}; only "type" is needed. A
+Python job function's payload is {"args": [...], "kwargs": {...}}. Ids are strings (they pass
+2**53). With tokens on, send `Authorization: Bearer TOKEN`; the gRPC server checks its rights.
+"""
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from pyqueue.errors import PyQueueError, ResourceExhausted
+from pyqueue.server.http_clients import TokenClients
+
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+_JOB = re.compile(r"^/v1/jobs/(\d+)$")
+FIELDS = {
+    "type",
+    "payload",
+    "queue",
+    "priority",
+    "delay",
+    "run_at",
+    "max_retries",
+    "timeout",
+    "keep_completed",
+    "keep_result",
+    "unique_key",
+    "unique_scope",
+    "unique_in_queue",
+    "limit_key",
+    "headers",
+}
+_STATUS = {  # gRPC status name -> HTTP status
+    "INVALID_ARGUMENT": "400 Bad Request",
+    "NOT_FOUND": "404 Not Found",
+    "FAILED_PRECONDITION": "409 Conflict",
+    "RESOURCE_EXHAUSTED": "413 Content Too Large",
+    "UNAUTHENTICATED": "401 Unauthorized",
+    "PERMISSION_DENIED": "403 Forbidden",
+    "UNAVAILABLE": "503 Service Unavailable",
+}
+
+
+class BadRequest(Exception):
+    pass
+
+
+class JobsApi:
+    def __init__(self, clients: TokenClients, max_body_bytes: int) -> None:
+        self._clients = clients
+        self.max_body_bytes = max_body_bytes
+
+    def app(
+        self, environ: dict[str, Any], start_response: StartResponse, authorization: str | None
+    ) -> Iterable[bytes]:
+        self._clients.serve(authorization)
+        path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "GET")
+        try:
+            if path == "/v1/jobs":
+                if method != "POST":
+                    return _json(start_response, "405 Method Not Allowed", {"error": "POST a job or a list"})
+                return _json(start_response, "200 OK", self._enqueue(environ))
+            match = _JOB.match(path)
+            if match and method in ("GET", "HEAD"):
+                job = self._clients.client.get_job(int(match.group(1)))
+                return _json(start_response, "200 OK", job.to_dict())
+            return _json(start_response, "404 Not Found", {"error": "try POST /v1/jobs or GET /v1/jobs/ID"})
+        except BadRequest as exc:
+            return _json(start_response, "400 Bad Request", {"error": str(exc)})
+        except PyQueueError as exc:
+            status = _STATUS.get(exc.code.name, "502 Bad Gateway")
+            return _json(start_response, status, {"error": str(exc), "code": exc.code.name})
+
+    def _enqueue(self, environ: dict[str, Any]) -> Any:
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise BadRequest("Content-Length is not a number") from None
+        if length > self.max_body_bytes:
+            raise ResourceExhausted(f"the body is {length} bytes; the limit is {self.max_body_bytes}")
+        try:
+            body = json.loads(environ["wsgi.input"].read(length) or b"null")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"the body is not JSON ({exc})") from None
+        many = isinstance(body, list)
+        specs = [_spec(i, job) for i, job in enumerate(body if many else [body])]
+        if not specs:
+            raise BadRequest("the list holds no jobs")
+        try:
+            jobs = self._clients.client.enqueue_many(specs)
+        except (TypeError, ValueError) as exc:
+            raise BadRequest(str(exc)) from None
+        answers = [{"id": str(j.id), "duplicate": j.duplicate, "status": j.status} for j in jobs]
+        return {"jobs": answers} if many else answers[0]
+
+
+def _spec(index: int, job: Any) -> dict[str, Any]:
+    if not isinstance(job, dict) or not isinstance(job.get("type"), str):
+        raise BadRequest(f'job {index}: a job is a JSON object with a string "type"')
+    unknown = set(job) - FIELDS
+    if unknown:
+        raise BadRequest(
+            f"job {index}: unknown fields {', '.join(sorted(unknown))}; known: {', '.join(sorted(FIELDS))}"
+        )
+    spec = dict(job)
+    if isinstance(spec.get("run_at"), str):
+        try:
+            spec["run_at"] = datetime.fromisoformat(spec["run_at"])
+        except ValueError:
+            raise BadRequest(f"job {index}: run_at {spec['run_at']!r} is not an ISO 8601 time") from None
+    return spec
+
+
+def _json(start_response: StartResponse, status: str, body: Any) -> list[bytes]:
+    raw = json.dumps(body).encode()
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(raw)))])
+    return [raw]
