@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup build serve test test-rust test-python lint fmt proto bench clean
+.PHONY: setup build serve test test-rust test-python lint fmt proto bench clean wheels wheels-aarch64 prove-aarch64
 
 # Create the virtualenv with the dev tools, then build the native extension into it.
 $(BIN)/.deps: pyproject.toml
@@ -13,12 +13,15 @@ $(BIN)/.deps: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q maturin grpcio grpcio-health-checking grpcio-reflection protobuf rocksdict click rich uvloop prometheus-client croniter \
 		pytest pytest-timeout pytest-asyncio pytest-benchmark hypothesis mfusepy selenium opentelemetry-sdk cryptography \
-		"django>=5.2" django-tasks fastapi httpx ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs types-croniter hdrhistogram
+		"django>=5.2" django-tasks fastapi httpx ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs types-croniter hdrhistogram ziglang auditwheel
 	touch $@
 
 setup: $(BIN)/.deps
 
+# The extension is abi3 (one build for Python 3.11 and later): an older per-version build left
+# in pyqueue/ would shadow it, so it goes first.
 build: setup
+	rm -f pyqueue/_native.cpython-*.so
 	$(BIN)/maturin develop --release --quiet
 
 serve: build
@@ -36,12 +39,14 @@ lint: setup
 	$(BIN)/ruff check pyqueue tests bench scripts examples
 	$(BIN)/mypy
 	cargo fmt --all -- --check
+	cargo fmt --manifest-path examples/rust-worker/Cargo.toml -- --check
 	cargo clippy --all-targets --features python -- -D warnings
 
 fmt: setup
 	$(BIN)/ruff check --fix pyqueue tests bench scripts examples
 	$(BIN)/ruff format pyqueue tests bench scripts examples
 	cargo fmt --all
+	cargo fmt --manifest-path examples/rust-worker/Cargo.toml
 
 proto: setup
 	$(PY) scripts/gen_proto.py
@@ -51,6 +56,19 @@ proto: setup
 bench: build
 	$(BIN)/pytest bench -q --benchmark-only --benchmark-columns=median,iqr,ops,rounds
 	$(PY) bench/table.py $(if $(PEERS),--peers $(PEERS),)
+
+# abi3 manylinux wheels (zig links against glibc 2.17) and the sdist, into dist/.
+wheels: setup
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin build --release --zig --compatibility manylinux2014 --out dist
+	$(BIN)/maturin sdist --out dist
+
+# The aarch64 wheel, cross-compiled in a Debian root, then installed and tested on an emulated
+# arm64 Debian (root: debootstrap, qemu-user-static; see scripts/aarch64.sh).
+wheels-aarch64:
+	scripts/aarch64.sh build
+
+prove-aarch64: wheels-aarch64
+	scripts/aarch64.sh prove
 
 clean:
 	rm -rf $(VENV) target .pytest_cache .mypy_cache .ruff_cache
