@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "tests" / "server"), str(HERE / "apps")]
+sys.path[:0] = [str(HERE.parent / "tests"), str(HERE / "apps")]
 
 from harness import ServerProcess  # noqa: E402
 
@@ -102,7 +102,7 @@ def _security(tmp: Path, tls: bool, tokens: bool) -> list[str]:
         args += ["--tls-cert", str(pair.cert), "--tls-key", str(pair.key)]
         os.environ["PYQUEUE_TLS_CA"] = str(ca.path)
     if tokens:
-        from test_auth import write_auth_file
+        from auth_files import write_auth_file
 
         secrets = write_auth_file(tmp / "auth.toml")
         args += ["--auth-file", str(tmp / "auth.toml")]

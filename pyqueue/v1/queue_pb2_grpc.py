@@ -304,8 +304,9 @@ class QueueServicer:
         """Which shard owns which queues, and where each shard listens. A queue's slot is
         crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
         8 bits are its shard's index. Clients send each call straight to the owner; the public address
-        forwards (or merges) for clients that do not. A Take stream through the public address over
-        queues of several shards is refused with FAILED_PRECONDITION: open one stream per shard.
+        forwards (or merges) for clients that do not: an Enqueue spanning shards is split (all or
+        nothing per shard), and a Take stream over queues of several shards is served as one stream per
+        shard, merged (docs/protocol.md).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

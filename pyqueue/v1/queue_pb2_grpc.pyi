@@ -88,8 +88,9 @@ class QueueStub:
     """Which shard owns which queues, and where each shard listens. A queue's slot is
     crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
     8 bits are its shard's index. Clients send each call straight to the owner; the public address
-    forwards (or merges) for clients that do not. A Take stream through the public address over
-    queues of several shards is refused with FAILED_PRECONDITION: open one stream per shard.
+    forwards (or merges) for clients that do not: an Enqueue spanning shards is split (all or
+    nothing per shard), and a Take stream over queues of several shards is served as one stream per
+    shard, merged (docs/protocol.md).
     """
 
 @_typing.type_check_only
@@ -152,8 +153,9 @@ class QueueAsyncStub(QueueStub):
     """Which shard owns which queues, and where each shard listens. A queue's slot is
     crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
     8 bits are its shard's index. Clients send each call straight to the owner; the public address
-    forwards (or merges) for clients that do not. A Take stream through the public address over
-    queues of several shards is refused with FAILED_PRECONDITION: open one stream per shard.
+    forwards (or merges) for clients that do not: an Enqueue spanning shards is split (all or
+    nothing per shard), and a Take stream over queues of several shards is served as one stream per
+    shard, merged (docs/protocol.md).
     """
 
 class QueueServicer(metaclass=_abc_1.ABCMeta):
@@ -345,8 +347,9 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         """Which shard owns which queues, and where each shard listens. A queue's slot is
         crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
         8 bits are its shard's index. Clients send each call straight to the owner; the public address
-        forwards (or merges) for clients that do not. A Take stream through the public address over
-        queues of several shards is refused with FAILED_PRECONDITION: open one stream per shard.
+        forwards (or merges) for clients that do not: an Enqueue spanning shards is split (all or
+        nothing per shard), and a Take stream over queues of several shards is served as one stream per
+        shard, merged (docs/protocol.md).
         """
 
 def add_QueueServicer_to_server(servicer: QueueServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -11,31 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from auth_files import GRANTS, write_auth_file
 from harness import ServerProcess, pyqueue_command
 
 import pyqueue
-from pyqueue.tokens import hash_token, new_token
+from pyqueue.tokens import hash_token
 
-GRANTS = {
-    "producer": ["produce:emails"],
-    "worker": ["work:emails"],
-    "reader": ["read:emails"],
-    "admin": ["admin:emails"],
-    "root": ["admin:*"],
-}
 QUEUES = ("emails", "other")  # with two shards, "emails" and "other" live on different ones
-
-
-def write_auth_file(path: Path) -> dict[str, str]:
-    secrets = {name: new_token() for name in GRANTS}
-    path.write_text(
-        "".join(
-            f'[[token]]\nname = "{name}"\nsha256 = "{hash_token(secrets[name])}"\n'
-            f"grants = {json.dumps(GRANTS[name])}\n\n"
-            for name in GRANTS
-        )
-    )
-    return secrets
 
 
 @pytest.fixture(params=[1, 2], ids=["one-process", "two-shards"])

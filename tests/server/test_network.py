@@ -17,10 +17,10 @@ from pathlib import Path
 
 import grpc
 import pytest
+from auth_files import write_auth_file
 from certs import Authority
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from harness import ProcessOutput, ServerProcess, serve_once
-from test_auth import write_auth_file
 
 import pyqueue
 
