@@ -24,8 +24,22 @@ build: setup
 	rm -f pyqueue/_native.cpython-*.so
 	$(BIN)/maturin develop --release --quiet
 
-serve: build
-	$(BIN)/pyqueue serve
+# `make serve` installs only what serving needs, in its own virtualenv: the package (built from
+# this checkout) with its server extra, no dev tools.
+SERVE_VENV := .venv-serve
+SERVE_BIN := $(SERVE_VENV)/bin
+SOURCES := pyproject.toml Cargo.toml native/Cargo.toml $(wildcard native/src/*.rs) $(shell find pyqueue -name '*.py' -o -name '*.html')
+
+$(SERVE_BIN)/.installed: $(SOURCES)
+	test -x $(SERVE_BIN)/python || $(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_BIN)/python -m pip install -q --upgrade pip
+	$(SERVE_BIN)/python -m pip install -q ".[server]"
+	touch $@
+
+serve: $(SERVE_BIN)/.installed
+	@echo "pyqueue is installed in $(abspath $(SERVE_BIN)): put it on PATH with"
+	@echo "  export PATH=\"$(abspath $(SERVE_BIN)):\$$PATH\""
+	$(SERVE_BIN)/pyqueue serve
 
 test: test-rust test-python
 
@@ -71,4 +85,4 @@ prove-aarch64: wheels-aarch64
 	scripts/aarch64.sh prove
 
 clean:
-	rm -rf $(VENV) target .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SERVE_VENV) target .pytest_cache .mypy_cache .ruff_cache
