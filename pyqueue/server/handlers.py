@@ -13,7 +13,7 @@ from google.protobuf.message import DecodeError
 
 from pyqueue.engine.errors import EngineError
 from pyqueue.server.auth import Principal
-from pyqueue.server.rights import Guard
+from pyqueue.server.rights import FORWARDED_FOR, Guard
 from pyqueue.server.status import abort
 from pyqueue.v1 import queue_pb2 as pb
 
@@ -37,6 +37,14 @@ def add_queue_service(servicer: Any, server: grpc.aio.Server, guard: Guard | Non
                 _unary(method.name, behavior, decode, guard), response_serializer=encode
             )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
+
+
+def _peer(context: Context) -> str:
+    """The caller's address; for a call the router forwarded, the router's and the client's (as
+    the router saw it: a client dialing a shard directly could claim any, so both are logged)."""
+    forwarded = next((v for k, v in context.invocation_metadata() or () if k == FORWARDED_FOR), None)
+    peer = context.peer()
+    return f"{peer} for {forwarded!s}" if forwarded else peer
 
 
 async def _principal(guard: Guard, context: Context) -> Principal | None:
@@ -66,7 +74,7 @@ def _unary(
         if not watched:
             return await behavior(request, context)
         try:
-            guard.check(name, request, who, context.peer())
+            guard.check(name, request, who, _peer(context))
         except EngineError as exc:
             await abort(context, exc)
         response = await behavior(request, context)
@@ -110,7 +118,7 @@ def _streaming(
 ) -> Callable[..., Any]:
     async def handle(requests: Any, context: Context) -> None:
         who = await _principal(guard, context)
-        peer = context.peer()
+        peer = _peer(context)
 
         def check(message: Any) -> None:
             if who is None:

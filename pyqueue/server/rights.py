@@ -18,6 +18,7 @@ from pyqueue.server.auth import Authority, Principal
 from pyqueue.v1 import queue_pb2 as pb
 
 audit = logging.getLogger("pyqueue.audit")
+FORWARDED_FOR = "x-pyqueue-forwarded-for"  # the client's address, on calls the router forwards
 
 JobQueue = Callable[[int], str | None]  # a job's queue, or None if there is no such job
 CronQueue = Callable[[str], str | None]  # a periodic job's queue by name
@@ -51,14 +52,18 @@ class Guard:
         authority: Authority | None,
         job_queue: JobQueue | None = None,
         cron_queue: CronQueue | None = None,
+        audits: bool = True,
     ) -> None:
+        """`audits`: log the changes here (a router does not: the shard that makes each change
+        logs it, with the client's address the router passes on)."""
         self.authority = authority
         self.job_queue = job_queue
         self.cron_queue = cron_queue
+        self.audits = audits
 
     def watches(self, method: str) -> bool:
         """Whether calls of `method` pass the guard: all of them with tokens, else the changes."""
-        return self.authority is not None or method in CHANGES
+        return self.authority is not None or (self.audits and method in CHANGES)
 
     @property
     def checks_rights(self) -> bool:
@@ -71,7 +76,7 @@ class Guard:
         """Raise Unauthenticated or PermissionDenied, or log the change and return."""
         if who is not None and self.checks_rights:
             self._check(method, request, who)
-        if method in CHANGES:
+        if self.audits and method in CHANGES:
             audit.info("%s by %s from %s: %s", method, who.name if who else "-", peer, _describe(request))
 
     def _check(self, method: str, request: Any, who: Principal) -> None:

@@ -21,15 +21,17 @@ from pyqueue.server import metrics
 from pyqueue.server.auth import METADATA_KEY
 from pyqueue.server.convert import enqueue_refusal
 from pyqueue.server.fan_out import take_across
+from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.status import EOF, AnsweringStream, Context, answer_each, answered
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 
 def forwarded(context: Context) -> tuple[tuple[str, str | bytes], ...]:
-    """The caller's token, passed on: the shards check its rights (the router checks only that it
-    is known)."""
-    return tuple((k, v) for k, v in context.invocation_metadata() or () if k == METADATA_KEY)
+    """The caller's token, passed on (the shards check its rights; the router checks only that it
+    is known), and the caller's address for the shard's audit log."""
+    token = tuple((k, v) for k, v in context.invocation_metadata() or () if k == METADATA_KEY)
+    return (*token, (FORWARDED_FOR, context.peer()))
 
 
 class Router(pb_grpc.QueueServicer):

@@ -232,7 +232,7 @@ async def supervise(
     router = Router(topology, [p.dial for p in processes], config.max_message_bytes)
     authority = Authority.load(config.auth_file) if config.auth_file else None
     server, _, address, internal = await start_grpc(
-        router, listen, grpc_options, Guard(authority), config.tls, internal=True
+        router, listen, grpc_options, Guard(authority, audits=False), config.tls, internal=True
     )
     log.info("pyqueue listening on %s (%d shards: %s)", address, shards, ", ".join(addresses))
     http_listen = config.http_listen

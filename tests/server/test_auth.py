@@ -194,6 +194,8 @@ def test_changes_are_logged_with_the_token_name_and_the_address(secured) -> None
     for call in ("DeleteJobs", "PauseQueue"):
         line = server.wait_for(f"{call} by admin from ")
         assert "127.0.0.1" in line, line
+    # Logged once, where the change is made: a sharded server's router passes the client's address on.
+    assert len([line for line in server.lines if "PauseQueue by admin" in line]) == 1
 
 
 def test_token_create_prints_a_working_token_and_its_entry(tmp_path: Path) -> None:
