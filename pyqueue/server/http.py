@@ -125,7 +125,8 @@ class HttpEndpoint:
                 error = json.dumps({"error": str(exc)}).encode()
                 return _answer(start_response, status, error, "application/json", challenge)
             return _answer(start_response, status, f"{exc}\n".encode(), extra=challenge)
-        authorization = str(metadata[0][1]) if metadata else None
+        # Tokens off: a header is not passed on (nor does it make a client of its own).
+        authorization = str(metadata[0][1]) if metadata and who is not None else None
         if path.startswith("/api/"):
             return self.dashboard.app(environ, start_response, authorization)
         if path.startswith("/v1/"):

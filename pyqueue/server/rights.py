@@ -136,6 +136,10 @@ class Guard:
             kept = [e for e in response.entries if who.may("read", e.job.queue or "default")]
             del response.entries[:]
             response.entries.extend(kept)
+        elif method == "ListWorkers":  # a worker stream is shown if it serves a queue it may read
+            shown = [w for w in response.workers if any(who.may("read", q) for q in w.queues)]
+            del response.workers[:]
+            response.workers.extend(shown)
 
 
 def job_queue_of(get_job: Callable[[int], Any]) -> JobQueue:

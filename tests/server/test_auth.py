@@ -124,6 +124,10 @@ def test_listings_show_what_the_token_may_read_and_metrics_need_read_everywhere(
         assert [q.name for q in reader.queues()] == ["emails"]
         assert [c.name for c in reader.cron_entries()] == ["nightly-emails"]
         assert reader.workers() == []
+        with pyqueue.Client(server.address, token=secrets["root"]) as root, root.take("other") as stream:
+            stream.next(timeout=30)  # the stream is open and serving "other"
+            assert [w.queues for w in root.workers()] == [["other"]]
+            assert reader.workers() == [], "a worker of a queue the token may not read is not shown"
         with pytest.raises(pyqueue.PermissionDenied, match=r"read right on every queue"):
             reader.metrics()
         with pytest.raises(pyqueue.PermissionDenied):
