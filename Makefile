@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup build serve test test-rust test-python lint fmt proto bench clean wheels wheels-aarch64 prove-aarch64
+.PHONY: setup build serve test test-rust test-python lint fmt proto bench clean wheels wheels-x86_64 wheels-aarch64 prove-aarch64
 
 # Create the virtualenv with the dev tools, then build the native extension into it.
 $(BIN)/.deps: pyproject.toml
@@ -71,10 +71,14 @@ bench: build
 	$(BIN)/pytest bench -q --benchmark-only --benchmark-columns=median,iqr,ops,rounds
 	$(PY) bench/table.py $(if $(PEERS),--peers $(PEERS),)
 
-# abi3 manylinux wheels (zig links against glibc 2.17) and the sdist, into dist/.
-wheels: setup
+# abi3 manylinux wheels (glibc 2.17) for x86_64 and aarch64, and the sdist, into dist/.
+wheels: wheels-x86_64 wheels-aarch64
+
+# zig links against glibc 2.17; auditwheel says which manylinux tag the wheel meets.
+wheels-x86_64: setup
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin build --release --zig --compatibility manylinux2014 --out dist
 	$(BIN)/maturin sdist --out dist
+	$(BIN)/auditwheel show dist/pyqueue-*x86_64.whl
 
 # The aarch64 wheel, cross-compiled in a Debian root, then installed and tested on an emulated
 # arm64 Debian (root: debootstrap, qemu-user-static; see scripts/aarch64.sh).

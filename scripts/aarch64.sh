@@ -45,16 +45,17 @@ binfmt() {
 build() {
   binfmt
   [ -x "$X64/usr/bin/apt-get" ] || debootstrap --variant=minbase --include=ca-certificates trixie "$X64" "$MIRROR"
-  if [ ! -x "$X64/opt/venv/bin/maturin" ]; then
+  if [ ! -x "$X64/opt/venv/bin/auditwheel" ]; then
     in_root "$X64" sh -c 'dpkg --add-architecture arm64 && apt-get update -qq &&
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rustc cargo libstd-rust-dev:arm64 gcc-aarch64-linux-gnu python3-venv &&
-      python3 -m venv /opt/venv && /opt/venv/bin/pip install -q maturin ziglang'
+      python3 -m venv /opt/venv && /opt/venv/bin/pip install -q maturin ziglang auditwheel'
   fi
   in_root "$X64" sh -c 'cd /src && PATH=/opt/venv/bin:$PATH CARGO_TARGET_DIR=/root/target \
     maturin build --release --zig --target aarch64-unknown-linux-gnu --compatibility manylinux2014 --out /src/dist &&
     CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc cargo test \
       --manifest-path native/Cargo.toml --release --target aarch64-unknown-linux-gnu --no-run \
       --target-dir /root/target 2>&1 | grep -o "/root/target/[^ )]*" > /root/native-tests'
+  in_root "$X64" sh -c '/opt/venv/bin/auditwheel show /src/dist/pyqueue-*aarch64.whl'
   rm -rf dist/aarch64-native-tests && mkdir -p dist/aarch64-native-tests
   while read -r binary; do cp "$X64$binary" dist/aarch64-native-tests/; done < "$X64/root/native-tests"
 }
