@@ -149,6 +149,16 @@ def wait_status(client, job_id: int, status: str, timeout: float = 20) -> bool: 
     return False
 
 
+def wait_started(client, job_ids: set[int], timeout: float = 30) -> bool:  # type: ignore[no-untyped-def]
+    """Poll until the server has recorded a start for every job (its worker is another process)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(client.get_job(i).started_at is not None for i in job_ids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def wait_gone(client, job_id: int, timeout: float = 20) -> bool:  # type: ignore[no-untyped-def]
     """Poll until the job no longer exists (completed and deleted, or purged)."""
     import pyqueue

@@ -4,13 +4,15 @@ import subprocess
 import sys
 import textwrap
 
+from harness import wait_started
+
 import pyqueue
 
 HOLDER = textwrap.dedent("""
     import sys, pyqueue
     with pyqueue.Client(sys.argv[1]) as c:
         stream = c.take("default", prefetch=5)
-        got = [stream.next(timeout=20) for _ in range(5)]
+        got = [stream.next(timeout=20, confirm_start=True) for _ in range(5)]
         print("holding", " ".join(str(j.id) for j in got), flush=True)
         sys.stdin.read()  # hold them until killed
 """)
@@ -30,6 +32,9 @@ def test_jobs_of_a_killed_worker_are_redelivered(client: pyqueue.Client, server)
         held = {int(x) for x in line.split()[1:]}
         assert held == ids
         assert all(client.get_job(i).status == "in_flight" for i in ids)
+        # Killed only once the server has every start: a job killed before its start arrives is
+        # handed back unstarted, with no attempt counted (on a loaded machine that happened).
+        assert wait_started(client, ids), "the holder's starts never reached the server"
         worker.kill()
         worker.wait(10)
         redelivered = set()
