@@ -60,7 +60,7 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
     jitter_s)), keep_completed (seconds), unique_key, unique_scope, headers (str to str, handed to
     the worker with the job; the current trace context is added when opentelemetry is installed),
     keep_result (seconds) and limit_key (its queue's per-key cap counts it under this key)."""
-    unknown = set(spec) - _JOB_KEYS
+    unknown = set(spec) - JOB_FIELDS
     if unknown:
         raise TypeError(f"unknown job fields: {', '.join(sorted(unknown))}")
     raw, content_type = codec.encode(spec.get("payload"))
@@ -132,24 +132,26 @@ def cron_message(entry: Mapping[str, Any]) -> pb.CronEntry:
     )
 
 
-_JOB_KEYS = {
-    "type",
-    "payload",
-    "queue",
-    "priority",
-    "run_at",
-    "delay",
-    "max_retries",
-    "timeout",
-    "backoff",
-    "keep_completed",
-    "unique_key",
-    "unique_scope",
-    "headers",
-    "keep_result",
-    "limit_key",
-    "unique_in_queue",
-}
+JOB_FIELDS = frozenset(
+    {
+        "type",
+        "payload",
+        "queue",
+        "priority",
+        "run_at",
+        "delay",
+        "max_retries",
+        "timeout",
+        "backoff",
+        "keep_completed",
+        "unique_key",
+        "unique_scope",
+        "headers",
+        "keep_result",
+        "limit_key",
+        "unique_in_queue",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

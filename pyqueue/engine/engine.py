@@ -141,9 +141,7 @@ class Engine:
             log.info("returned %d jobs that were in flight at the last stop to ready", len(stale))
         self.queue_limits = queue_limits.load(self.store)
         for queue, limit in self.queue_limits.items():  # nothing is in flight yet: recovery is done
-            bucket = limit.bucket if limit.rate_per_s else 0
-            self.memory.ready.set_limit(queue, limit.max_running, limit.rate_per_s, bucket, 0)
-            self.memory.ready.set_key_cap(queue, limit.key_max_running)
+            queue_limits.apply(self.memory.ready, queue, limit, 0)
         entries = cron.load(self.store)
         if services:
             for service in self.services:
@@ -312,6 +310,11 @@ class Engine:
         if record.status == Status.COMPLETED and wants_result:
             result = self.store.get(Family.DATA, keys.result_key(job_id))
         return JobView(record, payload, result)
+
+    def job_queues(self, job_ids: list[int]) -> dict[int, str]:
+        """The queue of each job that exists, by id: one read of their records, no payloads."""
+        raws = self.store.get_many(Family.DATA, [keys.job_key(i) for i in job_ids])
+        return {i: JobRecord.decode(i, raw).queue for i, raw in zip(job_ids, raws, strict=True) if raw}
 
     async def wait_job(self, job_id: int, timeout_s: float) -> JobView:
         """The job once it is completed or dead, or as it is after `timeout_s`. Woken by the commit

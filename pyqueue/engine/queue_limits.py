@@ -8,6 +8,7 @@ a limited job stays ready and goes out the moment it is allowed.
 import json
 from dataclasses import dataclass
 
+from pyqueue._native import ReadyIndex
 from pyqueue.engine.errors import InvalidArgument
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
@@ -56,6 +57,13 @@ class QueueLimit:
                 raise InvalidArgument(f"{name} {value} is outside 0..1000000 (0: no cap)")
         if not 0 <= self.rate_per_s <= 1_000_000 or not 0 <= self.burst <= 1_000_000:
             raise InvalidArgument("the rate and the burst must be within 0..1000000 (0: none)")
+
+
+def apply(ready: ReadyIndex, queue: str, limit: QueueLimit, running: int) -> None:
+    """Put `limit` on the queue's lane; `running` is how many of its jobs are in flight now."""
+    bucket = limit.bucket if limit.rate_per_s else 0
+    ready.set_limit(queue, limit.max_running, limit.rate_per_s, bucket, running)
+    ready.set_key_cap(queue, limit.key_max_running)
 
 
 def key(queue: str) -> bytes:

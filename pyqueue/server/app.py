@@ -24,7 +24,7 @@ from pyqueue.server.config import ServerConfig, TlsFiles
 from pyqueue.server.descriptors import raise_limit, rocksdb_share
 from pyqueue.server.handlers import SERVICE, add_queue_service
 from pyqueue.server.http import HttpEndpoint
-from pyqueue.server.rights import Guard, job_queue_of
+from pyqueue.server.rights import Guard
 from pyqueue.server.service import QueueService
 from pyqueue.server.summary import Summaries
 from pyqueue.store import RocksStore, StoreDamagedError
@@ -102,7 +102,7 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
 
     service = QueueService(engine, config)
     authority = Authority.load(config.auth_file) if config.auth_file else None
-    guard = Guard(authority, job_queue_of(engine.get_job), engine.cron_queue)
+    guard = Guard(authority, engine.job_queues, engine.cron_queue)
     server, health_service, address, internal = await start_grpc(
         service, config.listen, config.grpc_options(), guard, config.tls, internal=True
     )

@@ -5,7 +5,7 @@
 - `GET /v1/jobs/{id}`: the job as JSON.
 
 A job is {"type": ..., "payload": <any JSON>, "queue", "priority", "delay" (seconds), "run_at"
-(ISO 8601), "max_retries", "timeout" (seconds), "keep_completed", "keep_result" (seconds),
+(ISO 8601), "max_retries", "timeout" (seconds), "backoff", "keep_completed", "keep_result" (seconds),
 "unique_key", "unique_scope", "unique_in_queue", "limit_key", "headers"}; only "type" is needed. A
 Python job function's payload is {"args": [...], "kwargs": {...}}. Ids are strings (they pass
 2**53). With tokens on, send `Authorization: Bearer TOKEN`; the gRPC server checks its rights.
@@ -17,29 +17,14 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from pyqueue.client.client import JOB_FIELDS
 from pyqueue.errors import PyQueueError, ResourceExhausted
 from pyqueue.server.http_clients import TokenClients
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 _JOB = re.compile(r"^/v1/jobs/(\d+)$")
-FIELDS = {
-    "type",
-    "payload",
-    "queue",
-    "priority",
-    "delay",
-    "run_at",
-    "max_retries",
-    "timeout",
-    "keep_completed",
-    "keep_result",
-    "unique_key",
-    "unique_scope",
-    "unique_in_queue",
-    "limit_key",
-    "headers",
-}
+FIELDS = JOB_FIELDS  # what a job spec takes, as the Python client's enqueue_many
 _STATUS = {  # gRPC status name -> HTTP status
     "INVALID_ARGUMENT": "400 Bad Request",
     "NOT_FOUND": "404 Not Found",

@@ -13,14 +13,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pyqueue.engine.errors import NotFound
 from pyqueue.server.auth import Authority, Principal
 from pyqueue.v1 import queue_pb2 as pb
 
 audit = logging.getLogger("pyqueue.audit")
 FORWARDED_FOR = "x-pyqueue-forwarded-for"  # the client's address, on calls the router forwards
 
-JobQueue = Callable[[int], str | None]  # a job's queue, or None if there is no such job
+JobQueues = Callable[[list[int]], dict[int, str]]  # the queues of the jobs that exist, by id
 CronQueue = Callable[[str], str | None]  # a periodic job's queue by name
 
 CHANGES = frozenset(
@@ -50,14 +49,14 @@ class Guard:
     def __init__(
         self,
         authority: Authority | None,
-        job_queue: JobQueue | None = None,
+        job_queues: JobQueues | None = None,
         cron_queue: CronQueue | None = None,
         audits: bool = True,
     ) -> None:
         """`audits`: log the changes here (a router does not: the shard that makes each change
         logs it, with the client's address the router passes on)."""
         self.authority = authority
-        self.job_queue = job_queue
+        self.job_queues = job_queues
         self.cron_queue = cron_queue
         self.audits = audits
 
@@ -67,7 +66,7 @@ class Guard:
 
     @property
     def checks_rights(self) -> bool:
-        return self.authority is not None and self.job_queue is not None
+        return self.authority is not None and self.job_queues is not None
 
     def principal(self, metadata: Any) -> Principal | None:
         return None if self.authority is None else self.authority.authenticate(metadata)
@@ -90,7 +89,7 @@ class Guard:
         elif method in _BY_QUEUE:
             who.require(_BY_QUEUE[method], [request.queue])
         elif method in _BY_ID:
-            queue = self._queue_of(request.id)
+            queue = self._queues_of([request.id]).get(request.id)
             roles = _BY_ID[method]
             if queue is not None and not any(who.may(role, queue) for role in roles):
                 who.require(roles[-1], [queue])
@@ -112,15 +111,15 @@ class Guard:
         if who is not None and self.checks_rights:
             who.require("work", list(subscribe.queues))
 
-    def _queue_of(self, job_id: int) -> str | None:
-        assert self.job_queue is not None
-        return self.job_queue(job_id)
+    def _queues_of(self, job_ids: list[int]) -> dict[int, str]:
+        assert self.job_queues is not None
+        return self.job_queues(job_ids)
 
     def _check_filter(self, who: Principal, role: str, f: pb.JobFilter, method: str) -> None:
         if f.queues:
             who.require(role, list(f.queues))
         elif f.ids:
-            who.require(role, {q for q in (self._queue_of(i) for i in f.ids) if q is not None})
+            who.require(role, set(self._queues_of(list(f.ids)).values()))
         else:
             who.require_everywhere(role, f"{method} without --queue or ids touches")
 
@@ -140,16 +139,6 @@ class Guard:
             shown = [w for w in response.workers if any(who.may("read", q) for q in w.queues)]
             del response.workers[:]
             response.workers.extend(shown)
-
-
-def job_queue_of(get_job: Callable[[int], Any]) -> JobQueue:
-    def lookup(job_id: int) -> str | None:
-        try:
-            return str(get_job(job_id).record.queue)
-        except NotFound:
-            return None
-
-    return lookup
 
 
 def _describe(request: Any) -> str:

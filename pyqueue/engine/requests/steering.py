@@ -210,11 +210,7 @@ class SetQueueLimit(Request):
     def on_commit(self) -> None:
         # Count the queue's jobs in flight now, so a cap set under load holds from the start.
         running = self.memory.counts.total([self.queue], [Status.IN_FLIGHT])
-        limit = self.limit
-        self.memory.ready.set_limit(
-            self.queue, limit.max_running, limit.rate_per_s, limit.bucket if limit.rate_per_s else 0, running
-        )
-        self.memory.ready.set_key_cap(self.queue, limit.key_max_running)
+        queue_limits.apply(self.memory.ready, self.queue, self.limit, running)
         self.memory.dispatcher.announce([self.queue])
 
 
