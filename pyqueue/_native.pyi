@@ -93,6 +93,12 @@ class Coalescer:
         """Block (with the GIL released) until something is waiting, then return up to `max`
         items. Returns [] on timeout, or once closed and drained."""
     def close(self) -> None: ...
+    def finish(self, n: int) -> None:
+        """The consumer is done with `n` taken items."""
+    @property
+    def unfinished(self) -> int:
+        """Items pushed and not yet finished: queued, or taken and still being handled. While it
+        is 0, a producer may handle its item itself without overtaking another."""
     @property
     def closed(self) -> bool: ...
     def __len__(self) -> int: ...

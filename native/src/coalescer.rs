@@ -5,6 +5,10 @@
 //! to a cap). A quiet system therefore commits batches of one at once, and a busy one grows its
 //! batches by itself: no timer, nothing to tune. The same primitive serves group commit: batches
 //! waiting for durability are taken together and covered by one fsync.
+//!
+//! It also counts the requests pushed and not yet `finish`ed by the consumer. While that count is
+//! zero, nothing is queued or being handled, so a producer may handle its request itself without
+//! overtaking any other (the committer's inline commit).
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
@@ -17,6 +21,7 @@ pub struct Closed;
 struct State<T> {
     items: VecDeque<T>,
     closed: bool,
+    unfinished: usize,
 }
 
 #[derive(Debug)]
@@ -37,6 +42,7 @@ impl<T> Coalescer<T> {
             state: Mutex::new(State {
                 items: VecDeque::new(),
                 closed: false,
+                unfinished: 0,
             }),
             ready: Condvar::new(),
         }
@@ -49,6 +55,7 @@ impl<T> Coalescer<T> {
             return Err(Closed);
         }
         state.items.push_back(item);
+        state.unfinished += 1;
         drop(state);
         self.ready.notify_one();
         Ok(())
@@ -80,6 +87,17 @@ impl<T> Coalescer<T> {
     pub fn close(&self) {
         self.state.lock().unwrap().closed = true;
         self.ready.notify_all();
+    }
+
+    /// The consumer is done with `n` taken requests.
+    pub fn finish(&self, n: usize) {
+        let mut state = self.state.lock().unwrap();
+        state.unfinished = state.unfinished.saturating_sub(n);
+    }
+
+    /// Requests pushed and not yet finished: queued, or taken and still being handled.
+    pub fn unfinished(&self) -> usize {
+        self.state.lock().unwrap().unfinished
     }
 
     pub fn is_closed(&self) -> bool {
@@ -126,6 +144,19 @@ mod tests {
         };
         c.push(7).unwrap();
         assert_eq!(consumer.join().unwrap(), vec![7]);
+    }
+
+    #[test]
+    fn a_request_stays_unfinished_until_the_consumer_finishes_it() {
+        let c = Coalescer::new();
+        assert_eq!(c.unfinished(), 0);
+        c.push(1).unwrap();
+        c.push(2).unwrap();
+        let taken = c.take_batch(10, None);
+        assert!(c.is_empty());
+        assert_eq!(c.unfinished(), 2, "taken is not finished");
+        c.finish(taken.len());
+        assert_eq!(c.unfinished(), 0);
     }
 
     #[test]

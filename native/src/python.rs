@@ -303,6 +303,17 @@ impl Coalescer {
         self.inner.close();
     }
 
+    /// The consumer is done with `n` taken items.
+    fn finish(&self, n: usize) {
+        self.inner.finish(n);
+    }
+
+    /// Items pushed and not yet finished (queued, or taken and being handled).
+    #[getter]
+    fn unfinished(&self) -> usize {
+        self.inner.unfinished()
+    }
+
     #[getter]
     fn closed(&self) -> bool {
         self.inner.is_closed()

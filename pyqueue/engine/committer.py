@@ -8,6 +8,17 @@ there with one `flush_wal(True)`: while it syncs, the writer keeps writing the n
 those are covered by the next sync. A lone request is written and synced at once; under load the
 groups grow by themselves.
 
+Inline commit: while the writer is idle (nothing queued, nothing being written), requests
+submitted on the event loop are gathered until the end of the loop's turn, then applied and
+written right there as one batch, and answered with `call_soon`. A request then costs no hop to
+the writer thread and back, which was most of what one enqueue cost the server beyond gRPC itself
+(bench/README.md); gathering to the end of the turn keeps what arrived together in one batch, as
+the writer would. Nothing is overtaken: the inbox counts what was pushed and not yet written,
+gathered requests go to the inbox in order when the writer turns out busy, and the writer lock
+keeps the writer out meanwhile. The RocksDB write holds the GIL wherever it runs, so the loop
+loses no time it would have had. The sync stays on the syncer thread: an fsync never blocks the
+loop.
+
 Fail-stop: if a sync fails, nothing waiting on it is ever answered and `on_fatal` is called
 (the server exits). A sync is never retried: after a failed fsync the kernel may have dropped the
 dirty pages, so a retry could "succeed" over lost data.
@@ -65,11 +76,19 @@ class Committer:
         counts: Counts | None = None,
         telemetry: Telemetry | None = None,
         on_left_flight: Callable[[dict[str, int], dict[str, list[int]]], None] | None = None,
+        post_here: Post | None = None,
     ) -> None:
+        """`post_here` (the loop's call_soon) turns inline commits on: `submit` called on the
+        thread that calls `start` then commits itself while the writer is idle."""
         self._store = store
         self._clock = clock
         self._durable = durable
         self._post = post
+        self._post_here = post_here
+        self._here: int | None = None  # the thread that may commit inline (the loop's)
+        self._writing = threading.Lock()  # held by whoever applies and writes a batch
+        self._gathered: list[Request] = []  # submitted on the loop this turn, to commit inline
+        self._broken = False
         self._on_fatal = on_fatal
         self._max_batch = max_batch
         self._inbox = Coalescer()
@@ -82,6 +101,8 @@ class Committer:
         self.syncs = 0
 
     def start(self) -> None:
+        if self._post_here is not None:
+            self._here = threading.get_ident()
         self._threads = [
             threading.Thread(target=self._write_loop, name="pyqueue-writer", daemon=True),
             threading.Thread(target=self._sync_loop, name="pyqueue-syncer", daemon=True),
@@ -90,10 +111,51 @@ class Committer:
             thread.start()
 
     def submit(self, request: Request) -> None:
+        if self._here == threading.get_ident() and not self._broken:
+            if self._gathered:
+                self._gathered.append(request)
+                return
+            if not self._inbox.unfinished and not self._inbox.closed:
+                assert self._post_here is not None
+                self._gathered.append(request)
+                self._post_here(self._commit_gathered)
+                return
+        self._push(request)
+
+    def _push(self, request: Request) -> None:
         try:
             self._inbox.push(request)
         except Exception as exc:
             raise Unavailable("the server is shutting down") from exc
+
+    def hand_over(self) -> None:
+        """Send what the loop gathered to the writer (before a stop, which only the writer sees)."""
+        requests, self._gathered = self._gathered, []
+        for request in requests:
+            try:
+                self._push(request)
+            except Unavailable as exc:  # stopped meanwhile: it was never applied
+                request.error = exc
+                _complete_all([request])
+
+    def _commit_gathered(self) -> None:
+        """At the end of the loop's turn: commit what was gathered here, unless the writer got
+        work meanwhile (from another thread); then it goes to the writer, in order."""
+        if self._inbox.unfinished or self._broken or not self._writing.acquire(blocking=False):
+            self.hand_over()
+            return
+        assert self._post_here is not None
+        try:
+            while self._gathered:
+                requests = self._gathered[: self._max_batch]
+                del self._gathered[: self._max_batch]
+                self.commit(requests, self._post_here)
+        except BaseException as exc:  # as in the writer: answer nothing more, stop
+            self._broken = True
+            log.critical("the writer failed: %s", exc, exc_info=exc)
+            self._on_fatal(exc)
+        finally:
+            self._writing.release()
 
     def stop(self) -> None:
         """Finish every request already submitted, then stop both threads."""
@@ -110,18 +172,26 @@ class Committer:
                 if self._inbox.closed:
                     return
                 continue
+            if self._broken:  # an inline commit failed: answer nothing more, as below
+                return
             try:
-                self.commit(requests)
+                with self._writing:
+                    try:
+                        self.commit(requests, self._post)
+                    finally:
+                        self._inbox.finish(len(requests))
             except BaseException as exc:  # a broken writer must not leave callers hanging
+                self._broken = True
                 log.critical("the writer failed: %s", exc, exc_info=exc)
                 self._on_fatal(exc)
                 return
 
-    def commit(self, requests: list[Request]) -> None:
-        """Apply, write, then hand each request on to be answered (at once, or after a sync)."""
+    def commit(self, requests: list[Request], post: Post) -> None:
+        """Apply, write, then hand each request on to be answered (by `post` at once, or by the
+        syncer after a sync)."""
         while True:
             view = BatchView(self._store, self._clock(), self._cache)
-            again = self._apply(view, requests)
+            again = self._apply(view, requests, post)
             if again is None:
                 break
             requests = again
@@ -144,11 +214,11 @@ class Committer:
         waiting = [r for r in requests if r.needs_sync and r.error is None] if self._durable else []
         now = [r for r in requests if not (r.needs_sync and r.error is None)] if waiting else requests
         if now:
-            self._post(functools.partial(_complete_all, now))
+            post(functools.partial(_complete_all, now))
         if waiting:
             self._syncing.push(waiting)
 
-    def _apply(self, view: BatchView, requests: list[Request]) -> list[Request] | None:
+    def _apply(self, view: BatchView, requests: list[Request], post: Post) -> list[Request] | None:
         """Apply every request to the view; None once all are in it.
 
         An unexpected failure (a bug, a damaged block read) drops the view unwritten and forgets
@@ -175,7 +245,7 @@ class Committer:
                     return requests
                 log.exception("a %s failed inside the writer; it alone is refused", type(request).__name__)
                 request.error = Internal(f"the server failed at this request ({type(exc).__name__}: {exc})")
-                self._post(functools.partial(_complete_all, [request]))
+                post(functools.partial(_complete_all, [request]))
                 return [r for r in requests if r is not request]
         return None
 

@@ -126,6 +126,7 @@ class Engine:
             self.clock,
             durable=self.config.durable,
             post=loop.call_soon_threadsafe,
+            post_here=loop.call_soon,
             on_fatal=self.config.on_fatal,
             counts=self.memory.counts,
             telemetry=self.telemetry,
@@ -205,6 +206,7 @@ class Engine:
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self._committer is not None:
+            self._committer.hand_over()
             await asyncio.to_thread(self._committer.stop)
             await asyncio.sleep(0)  # let the completions the writer posted last run
 
