@@ -62,7 +62,7 @@ def drain_with_worker(address: str, kind: str, jobs: int) -> float:
                 [{"type": f"noop_app.{kind}", "payload": {"args": [], "kwargs": {}}, "queue": "bench"}]
                 * min(1000, jobs - start)
             )
-        env = {**os.environ, "PYQUEUE_ADDRESS": address, "PYTHONPATH": str(HERE / "apps")}
+        env = {**os.environ, "PYQUEUE_ADDRESS": address, "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(HERE.parent)])}
         started = time.perf_counter()
         worker = subprocess.Popen(
             [
@@ -140,7 +140,7 @@ def celery_drain(jobs: int) -> float:
                     "warning",
                 ],
                 cwd=HERE / "apps",
-                env={**os.environ, "PYTHONPATH": str(HERE / "apps")},
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(HERE.parent)])},
             )
             try:
                 while conn.llen("celery") > 0 or int(conn.info("clients")["connected_clients"]) < 2:
