@@ -293,6 +293,8 @@ class Worker:
         stream.release(job, int(self.config.unknown_delay_s * 1000))
 
     def _log(self, job: Job, function: JobFunction[Any, Any], outcome: Outcome, ms: float) -> None:
+        if outcome.kind == "ok" and not self.config.log_jobs:
+            return  # the common case: nothing to say
         what = f"job {job.id} ({job.type}) attempt {job.attempts}"
         if outcome.kind == "timeout":
             how = (

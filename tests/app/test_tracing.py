@@ -119,3 +119,27 @@ print("ok")
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_with_opentelemetry_but_no_sdk_a_job_without_a_trace_gets_no_span(tmp_path: Path) -> None:
+    """No SDK and nothing to continue: no span is made (it would be a no-op that costs a no-op job
+    a tenth of its worker time). A job that carries a trace still runs in its context, so the
+    handler's own calls pass it on."""
+    script = """
+from types import SimpleNamespace
+from opentelemetry import trace
+from pyqueue import tracing
+assert tracing.ENABLED and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+with tracing.handling(SimpleNamespace(headers={})) as span:
+    assert span is None
+parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+job = SimpleNamespace(headers={"traceparent": parent}, queue="q", id=1, type="t", attempts=1)
+with tracing.handling(job) as span:
+    assert span is not None
+    assert trace.get_current_span().get_span_context().trace_id == int(parent.split("-")[1], 16)
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
