@@ -15,6 +15,7 @@ Names are length-prefixed so that one queue's range never runs into another whos
 prefixes ("mail" and "mailer").
 """
 
+import functools
 import struct
 
 JOB = b"J"
@@ -68,6 +69,7 @@ def status_range(status: int) -> tuple[bytes, bytes]:
     return STATUS + bytes((status,)), STATUS + bytes((status + 1,))
 
 
+@functools.lru_cache(maxsize=4096)  # a few queue names serve millions of keys
 def ready_prefix(queue: str) -> bytes:
     """One queue's ready jobs, in the order they run."""
     return STATUS + bytes((READY_STATUS,)) + _name(b"", queue)
@@ -99,11 +101,13 @@ def queue_key(queue: str, status: int, job_id: int) -> bytes:
     return queue_prefix(queue, status) + _ID.pack(job_id)
 
 
+@functools.lru_cache(maxsize=4096)
 def queue_prefix(queue: str, status: int) -> bytes:
     """One queue's jobs in one status: "which jobs in `mail` are dead?" is a single range."""
     return _name(QUEUE, queue) + bytes((status,))
 
 
+@functools.lru_cache(maxsize=4096)
 def type_prefix(job_type: str) -> bytes:
     return _name(TYPE, job_type)
 
@@ -121,7 +125,7 @@ def pack_id(job_id: int) -> bytes:
 
 
 def type_key(job_type: str, job_id: int) -> bytes:
-    return _name(TYPE, job_type) + _ID.pack(job_id)
+    return type_prefix(job_type) + _ID.pack(job_id)
 
 
 def id_suffix(key: bytes) -> int:
