@@ -144,6 +144,10 @@ class Committer:
         if self._inbox.unfinished or self._broken or not self._writing.acquire(blocking=False):
             self.hand_over()
             return
+        if self._inbox.closed:  # stopping: refused as the writer would (the syncer may be gone)
+            self._writing.release()
+            self.hand_over()
+            return
         assert self._post_here is not None
         try:
             while self._gathered:
@@ -162,7 +166,8 @@ class Committer:
         self._inbox.close()
         if self._threads:
             self._threads[0].join()
-            self._syncing.close()
+            with self._writing:  # an inline commit already under way still hands its syncs on
+                self._syncing.close()
             self._threads[1].join()
 
     def _write_loop(self) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pyqueue.engine.committer import Committer
+from pyqueue.engine.errors import Unavailable
 from pyqueue.engine.requests.base import Request
 from pyqueue.engine.view import BatchView
 from pyqueue.store import RocksStore
@@ -118,3 +119,13 @@ async def test_a_failed_inline_write_is_fatal_and_answers_nothing(
     assert isinstance(fatal[0], OSError)
     await asyncio.sleep(0)
     assert not request.future.done(), "a request whose write failed is never answered"
+
+
+async def test_a_request_gathered_as_the_committer_stops_is_refused_not_fatal(committer: Committer) -> None:
+    request = Put("late", [])
+    committer.submit(request)  # gathered for the end of this turn
+    committer.stop()  # the server stops before the turn ends (its writer and syncer are gone)
+    async with asyncio.timeout(WAIT_S):
+        with pytest.raises(Unavailable, match="shutting down"):
+            await request.future
+    assert committer.fatal == []  # type: ignore[attr-defined]
