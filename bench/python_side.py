@@ -62,7 +62,11 @@ def drain_with_worker(address: str, kind: str, jobs: int) -> float:
                 [{"type": f"noop_app.{kind}", "payload": {"args": [], "kwargs": {}}, "queue": "bench"}]
                 * min(1000, jobs - start)
             )
-        env = {**os.environ, "PYQUEUE_ADDRESS": address, "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(HERE.parent)])}
+        env = {
+            **os.environ,
+            "PYQUEUE_ADDRESS": address,
+            "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(HERE.parent)]),
+        }
         started = time.perf_counter()
         worker = subprocess.Popen(
             [

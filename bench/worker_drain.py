@@ -30,7 +30,11 @@ def drain(address: str, server_pid: int, jobs: int, kind: str, processes: int) -
         spec = {"type": f"noop_app.{kind}", "payload": {"args": [], "kwargs": {}}, "queue": "bench"}
         for start in range(0, jobs, 1000):
             client.enqueue_many([spec] * min(1000, jobs - start))
-        env = {**os.environ, "PYQUEUE_ADDRESS": address, "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(HERE.parent)])}
+        env = {
+            **os.environ,
+            "PYQUEUE_ADDRESS": address,
+            "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(HERE.parent)]),
+        }
         extra = ["--processes", str(processes)] if processes > 1 else []
         server_before = cpu_seconds(server_pid)
         started = time.perf_counter()

@@ -33,7 +33,9 @@ def context_headers() -> dict[str, str] | None:
 def handling(job: Any) -> Iterator[Any]:
     """The span a handler runs in: a child of the producer's context, linked to its span. Yields
     the span (None without opentelemetry) so the caller can mark a failed attempt."""
-    if not ENABLED or (not job.headers and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)):
+    if not ENABLED or (
+        not job.headers and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    ):
         # No trace to continue and no SDK to record one: a span would be a no-op that costs a
         # no-op job's worker about a tenth of its time.
         yield None

@@ -35,7 +35,9 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(60)
-    print(f"smoke ok: pyqueue {pyqueue.__version__} (native {pyqueue.native.__version__}) on {platform.machine()}")
+    print(
+        f"smoke ok: pyqueue {pyqueue.__version__} (native {pyqueue.native.__version__}) on {platform.machine()}"
+    )
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ class _Waiter:
     lock release; a concurrent.futures.Future's condition made that a third of a crowd's client
     time (bench/README.md)."""
 
-    __slots__ = ("_done", "_result", "_error")
+    __slots__ = ("_done", "_error", "_result")
 
     def __init__(self) -> None:
         self._done = threading.Lock()

@@ -23,7 +23,9 @@ class Put(Request):
 
     needs_sync = True
 
-    def __init__(self, name: str, log: list[tuple[str, int, int]], committer: "Committer | None" = None) -> None:
+    def __init__(
+        self, name: str, log: list[tuple[str, int, int]], committer: "Committer | None" = None
+    ) -> None:
         super().__init__()
         self.name = name
         self.log = log
