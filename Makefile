@@ -51,6 +51,7 @@ test-python: build
 
 lint: setup
 	$(BIN)/ruff check pyqueue tests bench scripts examples
+	$(BIN)/ruff format --check pyqueue tests bench scripts examples
 	$(BIN)/mypy
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path examples/rust-worker/Cargo.toml -- --check
