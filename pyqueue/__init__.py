@@ -4,6 +4,8 @@ The public API is what `__all__` lists. `pyqueue._native` is the private Rust ex
 server uses; it is re-exported here only as `native` for tooling and benchmarks.
 """
 
+# First, before anything imports grpc (it reads its settings once, at import): see _grpc_env.py.
+from pyqueue import _grpc_env  # noqa: F401
 from pyqueue import _native as native
 from pyqueue.app import App, JobFunction, Kill, Retry
 from pyqueue.client import AsyncClient, ChangeResult, Client, Job, JobError, QueueInfo, TakeStream, WorkerInfo
