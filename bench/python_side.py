@@ -28,6 +28,10 @@ from harness import ServerProcess  # noqa: E402
 
 import pyqueue  # noqa: E402
 
+# The workers run the pyqueue this script imported (a worktree's, with PYTHONPATH set), not the
+# venv's installed one.
+PYQUEUE_ROOT = str(Path(pyqueue.__file__).resolve().parent.parent)
+
 
 def threads_enqueue(address: str, batching: bool, n_threads: int = 64, seconds: float = 5.0) -> float:
     import noop_app
@@ -65,7 +69,7 @@ def drain_with_worker(address: str, kind: str, jobs: int) -> float:
         env = {
             **os.environ,
             "PYQUEUE_ADDRESS": address,
-            "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(HERE.parent)]),
+            "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), PYQUEUE_ROOT]),
         }
         started = time.perf_counter()
         worker = subprocess.Popen(
@@ -144,7 +148,7 @@ def celery_drain(jobs: int) -> float:
                     "warning",
                 ],
                 cwd=HERE / "apps",
-                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(HERE.parent)])},
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), PYQUEUE_ROOT])},
             )
             try:
                 while conn.llen("celery") > 0 or int(conn.info("clients")["connected_clients"]) < 2:

@@ -24,6 +24,10 @@ from single_enqueue import cpu_seconds  # noqa: E402
 
 import pyqueue  # noqa: E402
 
+# The workers run the pyqueue this script imported (a worktree's, with PYTHONPATH set), not the
+# venv's installed one.
+PYQUEUE_ROOT = str(Path(pyqueue.__file__).resolve().parent.parent)
+
 
 def drain(address: str, server_pid: int, jobs: int, kind: str, processes: int) -> dict[str, float]:
     with pyqueue.Client(address) as client:
@@ -33,7 +37,7 @@ def drain(address: str, server_pid: int, jobs: int, kind: str, processes: int) -
         env = {
             **os.environ,
             "PYQUEUE_ADDRESS": address,
-            "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(HERE.parent)]),
+            "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), PYQUEUE_ROOT]),
         }
         extra = ["--processes", str(processes)] if processes > 1 else []
         server_before = cpu_seconds(server_pid)
