@@ -44,8 +44,8 @@ def _fail(batch: list[Pending], exc: BaseException) -> None:
 
 class _Waiter:
     """One sync caller's answer: a lock held until the answer is set. Waking a caller is then one
-    lock release; a concurrent.futures.Future's condition made that a third of a crowd's client
-    time (bench/README.md)."""
+    lock release; with a concurrent.futures.Future, its condition was a third of a crowd's GIL time
+    under py-spy (bench/README.md)."""
 
     __slots__ = ("_done", "_error", "_result")
 
