@@ -148,7 +148,7 @@ def celery_drain(jobs: int) -> float:
                     "warning",
                 ],
                 cwd=HERE / "apps",
-                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), PYQUEUE_ROOT])},
+                env={**os.environ, "PYTHONPATH": str(HERE / "apps")},
             )
             try:
                 while conn.llen("celery") > 0 or int(conn.info("clients")["connected_clients"]) < 2:

@@ -140,16 +140,16 @@ class Committer:
 
     def _commit_gathered(self) -> None:
         """At the end of the loop's turn: commit what was gathered here, unless the writer got
-        work meanwhile (from another thread); then it goes to the writer, in order."""
-        if self._inbox.unfinished or self._broken or not self._writing.acquire(blocking=False):
+        work meanwhile (from another thread; then it goes to the writer, in order) or the server
+        is stopping (then it is refused as the writer would refuse it: the syncer may be gone)."""
+        if not self._writing.acquire(blocking=False):
             self.hand_over()
             return
-        if self._inbox.closed:  # stopping: refused as the writer would (the syncer may be gone)
-            self._writing.release()
-            self.hand_over()
-            return
-        assert self._post_here is not None
         try:
+            if self._inbox.unfinished or self._broken or self._inbox.closed:
+                self.hand_over()
+                return
+            assert self._post_here is not None
             while self._gathered:
                 requests = self._gathered[: self._max_batch]
                 del self._gathered[: self._max_batch]
