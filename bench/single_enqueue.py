@@ -33,17 +33,40 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process and its children (the shards of a supervisor)."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
+    for p, _ in _tree(pid):
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def context_switches(pid: int) -> int:
+    """Context switches so far of every live thread of a process and its children: each is a
+    thread put to sleep or woken, which is where a small message's cost goes (bench/README.md)."""
+    total = 0
+    for _, tasks in _tree(pid):
+        for task in tasks:
+            try:
+                status = (task / "status").read_text()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            total += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line)
+    return total
+
+
+def _tree(pid: int) -> list[tuple[int, list[Path]]]:
+    """A process and its descendants, each with its threads' /proc directories."""
+    found = []
     pids = [pid]
     while pids:
         p = pids.pop()
         try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-            for task in Path(f"/proc/{p}/task").iterdir():  # children of every thread
+            tasks = list(Path(f"/proc/{p}/task").iterdir())
+            for task in tasks:  # children of every thread
                 pids += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return total
+        found.append((p, tasks))
+    return found
 
 
 def run(address: str, server_pid: int, seconds: float) -> dict[str, float]:

@@ -1,10 +1,13 @@
 """`pyqueue worker` as a user runs it, draining queued no-op jobs: jobs/s and CPU per job.
 
     python bench/worker_drain.py [--jobs 30000] [--kind noop|anoop] [--processes 1] [--shards 2]
+                                 [--concurrency 10]
 
 The jobs are queued first (batched), then one `pyqueue worker noop_app:app` starts with its
 defaults (concurrency 10, prefetch 40; `--processes N` for N worker processes). The clock runs
-from the worker's start (its start-up included) to the last job gone; fsync commit mode.
+from the worker's start (its start-up included) to the last job gone; fsync commit mode. Besides
+jobs/s: CPU and context switches per job on each side (the server's supervisor and shards; the
+worker's processes), from /proc.
 """
 
 import argparse
@@ -20,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE / "apps"), str(HERE)]
 
 from harness import ServerProcess  # noqa: E402
-from single_enqueue import cpu_seconds  # noqa: E402
+from single_enqueue import context_switches, cpu_seconds  # noqa: E402
 
 import pyqueue  # noqa: E402
 
@@ -29,7 +32,9 @@ import pyqueue  # noqa: E402
 PYQUEUE_ROOT = str(Path(pyqueue.__file__).resolve().parent.parent)
 
 
-def drain(address: str, server_pid: int, jobs: int, kind: str, processes: int) -> dict[str, float]:
+def drain(
+    address: str, server_pid: int, jobs: int, kind: str, processes: int, concurrency: int
+) -> dict[str, float]:
     with pyqueue.Client(address) as client:
         spec = {"type": f"noop_app.{kind}", "payload": {"args": [], "kwargs": {}}, "queue": "bench"}
         for start in range(0, jobs, 1000):
@@ -40,7 +45,9 @@ def drain(address: str, server_pid: int, jobs: int, kind: str, processes: int) -
             "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), PYQUEUE_ROOT]),
         }
         extra = ["--processes", str(processes)] if processes > 1 else []
+        extra += ["--concurrency", str(concurrency)]
         server_before = cpu_seconds(server_pid)
+        switches_before = context_switches(server_pid)
         started = time.perf_counter()
         worker = subprocess.Popen(
             [sys.executable, "-m", "pyqueue", "worker", "noop_app:app", "--log-level", "warning", *extra],
@@ -52,6 +59,8 @@ def drain(address: str, server_pid: int, jobs: int, kind: str, processes: int) -
                 time.sleep(0.02)
             elapsed = time.perf_counter() - started
             worker_cpu = cpu_seconds(worker.pid)
+            worker_switches = context_switches(worker.pid)
+            server_switches = context_switches(server_pid) - switches_before
         finally:
             worker.terminate()
             worker.wait(60)
@@ -60,6 +69,8 @@ def drain(address: str, server_pid: int, jobs: int, kind: str, processes: int) -
         "jobs_per_s": round(jobs / elapsed),
         "server_cpu_us_per_job": round(server_cpu / jobs * 1e6),
         "worker_cpu_us_per_job": round(worker_cpu / jobs * 1e6),
+        "server_switches_per_job": round(server_switches / jobs, 2),
+        "worker_switches_per_job": round(worker_switches / jobs, 2),
     }
 
 
@@ -69,12 +80,15 @@ def main() -> None:
     parser.add_argument("--kind", default="noop", choices=["noop", "anoop"])
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=10, help="the worker's (its default: 10)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(Path(tmp) / "data", "--shards", str(args.shards)).start()
         try:
             assert server.proc is not None
-            result = drain(server.address, server.proc.pid, args.jobs, args.kind, args.processes)
+            result = drain(
+                server.address, server.proc.pid, args.jobs, args.kind, args.processes, args.concurrency
+            )
         finally:
             server.stop()
     handler = "async def" if args.kind == "anoop" else "def"
@@ -83,6 +97,7 @@ def main() -> None:
             {
                 "handler": handler,
                 "processes": args.processes,
+                "concurrency": args.concurrency,
                 "shards": args.shards,
                 "jobs": args.jobs,
                 **result,
