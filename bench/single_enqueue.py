@@ -34,7 +34,10 @@ def cpu_seconds(pid: int) -> float:
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
     for p, _ in _tree(pid):
-        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it ended meanwhile
         total += (int(fields[11]) + int(fields[12])) / ticks
     return total
 
