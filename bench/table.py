@@ -50,7 +50,7 @@ def _number(value: object) -> bool:
 Row = tuple[str, str, Callable[[], str], str]  # figure, target, how to measure it, peer key
 
 
-def rows(runs: int, jobs: int) -> list[Row]:
+def rows(runs: int, jobs: int, seconds: float) -> list[Row]:
     def single(mode: str, key: str) -> Callable[[], str]:
         return lambda: _figure(
             median_of(runs, "single_enqueue.py", "--seconds", "8", "--commit-mode", mode)[key]
@@ -66,6 +66,10 @@ def rows(runs: int, jobs: int) -> list[Row]:
             args += ("--producers", str(shards), "--consumers", str(shards), "--queues", str(shards))
         return lambda: f"{median_of(runs, 'load.py', *args)[key]:,.0f}"
 
+    def latency(key: str) -> Callable[[], str]:
+        args = ("--workers", "2", "--seconds", f"{seconds:g}")
+        return lambda: _figure(median_of(runs, "start_latency.py", *args)[key])
+
     return [
         (
             "enqueue, one job per call, 1 producer, fsync (jobs/s)",
@@ -79,6 +83,7 @@ def rows(runs: int, jobs: int) -> list[Row]:
         ("`pyqueue worker`, no-op `def`, 1 process (jobs/s)", "≥ 8,000", drain("noop", 1), "proc1"),
         ("the same, `--processes 2` (jobs/s)", "≥ 12,000", drain("noop", 2), "proc2"),
         ("`pyqueue worker`, no-op `async def`, 1 process (jobs/s)", "≥ 8,000", drain("anoop", 1), ""),
+        ("p99 enqueue to start at 500 jobs/s, 2 worker processes (ms)", "≤ 5", latency("p99_ms"), "p99"),
         ("batched full cycle, 1 shard, fsync (jobs/s)", "≥ 60,000", load("fsync", 1), ""),
         ("the same, buffered (jobs/s)", "fsync ≥ 0.8 of it", load("buffered", 1), ""),
         ("batched full cycle, 2 shards, fsync (jobs/s)", "≥ 100,000", load("fsync", 2), ""),
@@ -105,12 +110,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one run each, fewer jobs")
     parser.add_argument("--peers", type=Path, help="a summary-*.md written by the peer harness")
     args = parser.parse_args()
-    runs, jobs = (1, 10_000) if args.quick else (args.runs, 30_000)
+    runs, jobs, seconds = (1, 10_000, 5.0) if args.quick else (args.runs, 30_000, 10.0)
     others = {k: v for k, v in peers(args.peers).items() if not k.startswith("pyqueue")}
     names = sorted(others)
     print(f"| figure | target | pyqueue (median of {runs}) | " + " | ".join(names) + " |")
     print("|---|---|---|" + "---|" * len(names))
-    for figure, target, how, key in rows(runs, jobs):
+    for figure, target, how, key in rows(runs, jobs, seconds):
         peer_key = key.split(":")[0]
         cells = [others[n].get(peer_key, "") if peer_key else "" for n in names]
         print(f"| {figure} | {target} | {how()} | " + " | ".join(cells) + " |", flush=True)
