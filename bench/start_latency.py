@@ -85,6 +85,8 @@ def measure(address: str, args: argparse.Namespace, tmp: Path) -> dict[str, obje
         for worker in workers:
             worker.wait(60)
     latencies = sorted((begun - enqueued) * 1000 for enqueued, begun in stamps(path, skip))
+    if not latencies:
+        raise SystemExit(f"none of the {sent} jobs started within 30 s: is the worker running?")
 
     def pct(p: float) -> float:
         return round(latencies[min(len(latencies) - 1, int(len(latencies) * p))], 2)
