@@ -78,7 +78,7 @@ def drain_with_worker(address: str, kind: str, jobs: int) -> float:
                 "-m",
                 "pyqueue",
                 "worker",
-                "noop_app:app",
+                "noop_app:async_app" if kind == "anoop" else "noop_app:app",
                 "--concurrency",
                 "16",
                 "--log-level",

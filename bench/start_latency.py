@@ -40,8 +40,12 @@ def stamps(path: Path, skip: int = 0) -> list[tuple[float, float]]:
 def measure(address: str, args: argparse.Namespace, tmp: Path) -> dict[str, object]:
     import latency_app
 
-    latency_app.app.address = address
-    job = latency_app.astamp if args.kind == "async" else latency_app.stamp
+    app, job = (
+        (latency_app.async_app, latency_app.astamp)
+        if args.kind == "async"
+        else (latency_app.app, latency_app.stamp)
+    )
+    app.address = address
     path = tmp / "stamps.bin"
     env = {
         **os.environ,
@@ -51,7 +55,15 @@ def measure(address: str, args: argparse.Namespace, tmp: Path) -> dict[str, obje
     }
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "pyqueue", "worker", "latency_app:app", "--log-level", "warning"],
+            [
+                sys.executable,
+                "-m",
+                "pyqueue",
+                "worker",
+                f"latency_app:{'async_app' if args.kind == 'async' else 'app'}",
+                "--log-level",
+                "warning",
+            ],
             env=env,
             cwd=HERE / "apps",
         )

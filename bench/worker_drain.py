@@ -1,10 +1,12 @@
 """`pyqueue worker` as a user runs it, draining queued no-op jobs: jobs/s and CPU per job.
 
     python bench/worker_drain.py [--jobs 30000] [--kind noop|anoop] [--processes 1] [--shards 2]
-                                 [--concurrency 10]
+                                 [--concurrency N]
 
-The jobs are queued first (batched), then one `pyqueue worker noop_app:app` starts with its
-defaults (concurrency 10, prefetch 40; `--processes N` for N worker processes). The clock runs
+The jobs are queued first (batched), then one `pyqueue worker noop_app:app` (`async_app` for
+`anoop`) starts with its
+defaults (concurrency 10 for the `def` handler, 50 for the `async def` one, prefetch 4x;
+`--processes N` for N worker processes). The clock runs
 from the worker's start (its start-up included) to the last job gone; fsync commit mode. Besides
 jobs/s: CPU and context switches per job on each side (the server's supervisor and shards; the
 worker's processes), from /proc.
@@ -33,9 +35,10 @@ PYQUEUE_ROOT = str(Path(pyqueue.__file__).resolve().parent.parent)
 
 
 def drain(
-    address: str, server_pid: int, jobs: int, kind: str, processes: int, concurrency: int
+    address: str, server_pid: int, jobs: int, kind: str, processes: int, concurrency: int | None
 ) -> dict[str, float]:
     with pyqueue.Client(address) as client:
+        target = "noop_app:async_app" if kind == "anoop" else "noop_app:app"
         spec = {"type": f"noop_app.{kind}", "payload": {"args": [], "kwargs": {}}, "queue": "bench"}
         for start in range(0, jobs, 1000):
             client.enqueue_many([spec] * min(1000, jobs - start))
@@ -45,12 +48,12 @@ def drain(
             "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), PYQUEUE_ROOT]),
         }
         extra = ["--processes", str(processes)] if processes > 1 else []
-        extra += ["--concurrency", str(concurrency)]
+        extra += ["--concurrency", str(concurrency)] if concurrency else []
         server_before = cpu_seconds(server_pid)
         switches_before = context_switches(server_pid)
         started = time.perf_counter()
         worker = subprocess.Popen(
-            [sys.executable, "-m", "pyqueue", "worker", "noop_app:app", "--log-level", "warning", *extra],
+            [sys.executable, "-m", "pyqueue", "worker", target, "--log-level", "warning", *extra],
             env=env,
             cwd=HERE / "apps",
         )
@@ -80,7 +83,7 @@ def main() -> None:
     parser.add_argument("--kind", default="noop", choices=["noop", "anoop"])
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=10, help="the worker's (its default: 10)")
+    parser.add_argument("--concurrency", type=int, default=None, help="default: the worker's own")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(Path(tmp) / "data", "--shards", str(args.shards)).start()
@@ -97,7 +100,8 @@ def main() -> None:
             {
                 "handler": handler,
                 "processes": args.processes,
-                "concurrency": args.concurrency,
+                "concurrency": args.concurrency
+                or ("50 (default)" if args.kind == "anoop" else "10 (default)"),
                 "shards": args.shards,
                 "jobs": args.jobs,
                 **result,

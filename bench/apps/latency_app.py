@@ -1,7 +1,8 @@
 """Job functions that stamp when they start, for the enqueue-to-start benchmark.
 
 Each job carries the time it was enqueued; its handler appends (enqueued, started) to the file
-named by PYQUEUE_BENCH_STAMPS, with one write (atomic for 16 bytes with O_APPEND).
+named by PYQUEUE_BENCH_STAMPS, with one write (atomic for 16 bytes with O_APPEND). `app` has the
+`def` handler and `async_app` the `async def` one, each alone, as an app of either kind would.
 """
 
 import os
@@ -12,6 +13,7 @@ import pyqueue
 
 STAMP = struct.Struct("<dd")
 app = pyqueue.App()
+async_app = pyqueue.App()
 _fd = -1
 
 
@@ -28,6 +30,6 @@ def stamp(enqueued: float) -> None:
     _stamp(enqueued)
 
 
-@app.job(queue="latency")
+@async_app.job(queue="latency")
 async def astamp(enqueued: float) -> None:
     _stamp(enqueued)

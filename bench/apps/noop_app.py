@@ -1,8 +1,10 @@
-"""No-op job functions for the worker benchmark."""
+"""No-op job functions for the worker benchmarks: `app` has the `def` one, `async_app` the
+`async def` one, each alone, so that `pyqueue worker` gives each its own default concurrency."""
 
 import pyqueue
 
 app = pyqueue.App()
+async_app = pyqueue.App()
 
 
 @app.job(queue="bench")
@@ -10,6 +12,6 @@ def noop() -> None:
     pass
 
 
-@app.job(queue="bench")
+@async_app.job(queue="bench")
 async def anoop() -> None:
     pass

@@ -20,7 +20,13 @@ def load_app(target: str) -> object:
 @click.command()
 @click.argument("target", metavar="MODULE:APP")
 @click.option("--queues", default="", help="Comma-separated queues (default: the app's job queues).")
-@click.option("--concurrency", type=int, default=10, show_default=True, help="Jobs run at once.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 2500),
+    default=None,
+    help="Jobs run at once. Default: 10, or 50 when every job function is async def (and the pool "
+    "is thread): an async slot costs a coroutine, not a thread.",
+)
 @click.option(
     "--grace",
     type=float,
@@ -58,7 +64,7 @@ def worker(
     ctx: click.Context,
     target: str,
     queues: str,
-    concurrency: int,
+    concurrency: int | None,
     grace: float,
     pool: str,
     processes: int,

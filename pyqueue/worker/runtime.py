@@ -4,6 +4,8 @@ ones on the loop.
 - a job is taken from the stream only when a slot is free, and taking it starts it (the server is
   told): the stream's prefetch (4x concurrency) waits here unstarted, and is handed back without
   an attempt when the worker stops;
+- the concurrency defaults by what a slot costs: 10 where a slot may be a thread (or a child
+  process), 50 when every job function is `async def` and a slot is a coroutine;
 - each attempt runs under the job's time limit (see execute.py): past it an async handler is
   cancelled, a sync thread abandoned, a child process killed, and the attempt fails;
 - an exception fails the job with its type, message and traceback, logged at WARNING; `Retry` and
@@ -42,11 +44,26 @@ log = logging.getLogger("pyqueue.worker")
 # concurrency so that a freed slot always finds a thread.
 _SPARE_THREADS = 1000
 
+# A sync slot is a thread, and under Django or SQLAlchemy a database connection each. An async slot
+# is a coroutine: an app of `async def` handlers waiting on I/O is held back by a small cap, and
+# short jobs pay the server round trip per handful of jobs (bench/README.md, worker table).
+SYNC_CONCURRENCY = 10
+ASYNC_CONCURRENCY = 50
+
+
+def default_concurrency(app: App, pool: str = "thread") -> int:
+    """The worker's concurrency when none is given: ASYNC_CONCURRENCY when every job function of
+    the app is `async def` and runs on the event loop, SYNC_CONCURRENCY otherwise."""
+    functions = app.jobs.values()
+    if pool == "thread" and functions and all(f.is_async for f in functions):
+        return ASYNC_CONCURRENCY
+    return SYNC_CONCURRENCY
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
     queues: tuple[str, ...] = ()  # default: every queue the app's job functions use
-    concurrency: int = 10
+    concurrency: int | None = None  # None: default_concurrency(app, pool)
     prefetch_multiplier: int = 4
     grace_s: float = 30.0
     reconnect_max_s: float = 10.0
@@ -67,7 +84,8 @@ class Worker:
         self._running: dict[int, CurrentJob] = {}  # job id -> what current_job() shows its handler
         self._cancelled: set[int] = set()  # cancelled while prefetched or running, not yet answered
         self._signals = 0
-        self._slots = asyncio.Semaphore(config.concurrency)
+        self.concurrency = config.concurrency or default_concurrency(app, config.pool)
+        self._slots = asyncio.Semaphore(self.concurrency)
         self._unknown_logged: set[str] = set()
         self._pool: ProcessPool | None = None
 
@@ -97,15 +115,15 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
         self.app.executor = ThreadPoolExecutor(
-            self.config.concurrency + _SPARE_THREADS, thread_name_prefix="pyqueue-job"
+            self.concurrency + _SPARE_THREADS, thread_name_prefix="pyqueue-job"
         )
         if self.config.pool == "process":
-            self._pool = ProcessPool(self.config.target, self.config.concurrency)
+            self._pool = ProcessPool(self.config.target, self.concurrency)
             self._pool.start()
         log.info(
             "worker serving %s with concurrency %d (%s pool) on %s",
             ",".join(self.queues),
-            self.config.concurrency,
+            self.concurrency,
             self.config.pool,
             self.app.address,
         )
@@ -164,7 +182,7 @@ class Worker:
                 async with (
                     AsyncClient(self.app.address) as client,
                     client.take(
-                        self.queues, prefetch=self.config.concurrency * self.config.prefetch_multiplier
+                        self.queues, prefetch=self.concurrency * self.config.prefetch_multiplier
                     ) as stream,
                 ):
                     await self._consume(stream)

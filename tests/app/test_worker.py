@@ -18,10 +18,12 @@ sys.path.insert(0, str(HERE))
 import sample_app  # noqa: E402
 
 
-def start_worker(server: ServerProcess, log: Path, *args: str) -> subprocess.Popen[str]:
+def start_worker(
+    server: ServerProcess, log: Path, *args: str, target: str = "sample_app:app"
+) -> subprocess.Popen[str]:
     env = {**os.environ, "PYQUEUE_ADDRESS": server.address, "SAMPLE_LOG": str(log)}
     return subprocess.Popen(
-        [sys.executable, "-m", "pyqueue", "worker", "sample_app:app", *args],
+        [sys.executable, "-m", "pyqueue", "worker", target, *args],
         cwd=HERE,
         env=env,
         stdout=subprocess.PIPE,
@@ -86,6 +88,39 @@ def test_worker_runs_sync_and_async_handlers_and_reports_failures(app, client, s
         out, _ = worker.communicate(timeout=30)
     assert worker.returncode == 0, out
     assert "worker stopped" in out
+
+
+def test_an_app_of_async_handlers_runs_fifty_at_once_by_default(client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # 30 jobs that each wait for all 30 to be running: they finish only if the worker runs more
+    # than the sync default (10) at once.
+    log = tmp_path / "ran.log"
+    spec = {"type": "async_app.together", "payload": {"args": [30], "kwargs": {}}, "queue": "together"}
+    client.enqueue_many([spec] * 30)
+    worker = start_worker(server, log, "--grace", "5", target="async_app:app")  # a short grace if stuck
+    try:
+        assert wait_for_lines(log, 30, timeout=60) == ["together 30"] * 30
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=30)
+    assert "with concurrency 50 (thread pool)" in out, out
+
+
+def test_a_slot_that_may_be_a_thread_or_a_process_keeps_the_default_of_ten(client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    def started_with(*args: str, target: str) -> str:
+        worker = start_worker(server, tmp_path / "ran.log", *args, target=target)
+        try:
+            deadline = time.monotonic() + 30
+            while not client.workers():  # listed: its stream is open, and it logged its start before
+                assert time.monotonic() < deadline, "the worker never connected"
+                time.sleep(0.05)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            out, _ = worker.communicate(timeout=30)
+        return out
+
+    assert "with concurrency 10 (thread pool)" in started_with(target="sample_app:app")  # sync and async
+    assert "with concurrency 10 (process pool)" in started_with("--pool", "process", target="async_app:app")
+    assert "with concurrency 3 (thread pool)" in started_with("--concurrency", "3", target="async_app:app")
 
 
 def test_the_time_limit_counts_from_the_start_not_the_delivery(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
