@@ -51,6 +51,9 @@ def test_errors_are_clear(server) -> None:  # type: ignore[no-untyped-def]
     assert "NOT_FOUND" in run(server, "job", "42", ok=False).stderr
     assert "not valid JSON" in run(server, "enqueue", "t", "--payload", "{", ok=False).stderr
     assert "INVALID_ARGUMENT" in run(server, "enqueue", "t", "--priority", "70000", ok=False).stderr
+    for concurrency in ("0", "2501"):  # no slot at all; a prefetch past the server's --max-prefetch
+        refused = run(server, "worker", "pyqueue:App", "--concurrency", concurrency, ok=False)
+        assert "--concurrency" in refused.stderr and "1<=x<=2500" in refused.stderr, refused.stderr
 
 
 def test_check_is_clean_on_a_store_with_a_paused_queue(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
