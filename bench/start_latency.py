@@ -3,11 +3,12 @@
 the producer held.
 
     python bench/start_latency.py [--rate 500] [--seconds 10] [--kind def|async] [--workers 1]
-                                  [--shards 2] [--commit-mode fsync|buffered]
+                                  [--shards 2] [--commit-mode fsync|buffered] [--history N]
 
 What the peer harness's `lat` phase measures (it runs 2 workers), in seconds instead of minutes.
 Clocks: both stamps are time.time() on this machine. The warm-up (the first 50 jobs, or 10 per
-worker if more) is left out.
+worker if more) is left out. `--history N` first puts N jobs through the same workers (queued in
+batches, then run), as a server that has been up a while has: latency should not grow with it.
 """
 
 import argparse
@@ -78,6 +79,11 @@ def measure(address: str, args: argparse.Namespace, tmp: Path) -> dict[str, obje
             time.sleep(0.01)
         while len(stamps(path)) < warm and time.monotonic() < deadline:
             time.sleep(0.01)
+        for start in range(0, args.history, 1000):
+            job.enqueue_many([(time.time(),)] * min(1000, args.history - start))
+        deadline = time.monotonic() + 60 + args.history / 1000
+        while len(stamps(path)) < warm + args.history and time.monotonic() < deadline:
+            time.sleep(0.05)
         skip = len(stamps(path))
         sent = 0
         started = time.perf_counter()
@@ -122,6 +128,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="`pyqueue worker` processes")
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--commit-mode", default="fsync", choices=["fsync", "buffered"])
+    parser.add_argument("--history", type=int, default=0, help="jobs run before measuring")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(
@@ -140,6 +147,7 @@ def main() -> None:
                 "workers": args.workers,
                 "shards": args.shards,
                 "commit_mode": args.commit_mode,
+                "history": args.history,
                 **result,
             }
         )
