@@ -63,7 +63,7 @@ def default_concurrency(app: App, pool: str = "thread") -> int:
 @dataclass(frozen=True)
 class WorkerConfig:
     queues: tuple[str, ...] = ()  # default: every queue the app's job functions use
-    concurrency: int | None = None  # None: default_concurrency(app, pool)
+    concurrency: int | None = None  # None (or 0): default_concurrency(app, pool)
     prefetch_multiplier: int = 4
     grace_s: float = 30.0
     reconnect_max_s: float = 10.0
@@ -85,6 +85,8 @@ class Worker:
         self._cancelled: set[int] = set()  # cancelled while prefetched or running, not yet answered
         self._signals = 0
         self.concurrency = config.concurrency or default_concurrency(app, config.pool)
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
         self._slots = asyncio.Semaphore(self.concurrency)
         self._unknown_logged: set[str] = set()
         self._pool: ProcessPool | None = None

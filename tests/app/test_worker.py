@@ -123,6 +123,13 @@ def test_a_slot_that_may_be_a_thread_or_a_process_keeps_the_default_of_ten(clien
     assert "with concurrency 3 (thread pool)" in started_with("--concurrency", "3", target="async_app:app")
 
 
+def test_a_worker_with_no_slot_is_refused() -> None:
+    from pyqueue.worker import Worker, WorkerConfig
+
+    with pytest.raises(ValueError, match="concurrency must be at least 1, not -1"):
+        Worker(pyqueue.App(), WorkerConfig(concurrency=-1))
+
+
 def test_the_time_limit_counts_from_the_start_not_the_delivery(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
     # One at a time, 0.6 s each, a limit of 1.5 s: the fourth waits 1.8 s in the prefetch before
     # it starts, and must still complete on its first attempt.
