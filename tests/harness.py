@@ -1,5 +1,6 @@
 """Real server processes for tests: start, SIGTERM, SIGKILL, restart; all on loopback."""
 
+import importlib.util
 import os
 import re
 import signal
@@ -10,6 +11,11 @@ import time
 from pathlib import Path
 
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
+_SPEC = importlib.util.find_spec("pyqueue")
+# The checkout whose pyqueue this process imports. Servers start there: `python -m` puts its working
+# directory first on sys.path, so a benchmark run from one checkout against another's code (a
+# worktree, with PYTHONPATH) would otherwise start the server of the checkout it was run from.
+PYQUEUE_ROOT = Path(_SPEC.origin).resolve().parent.parent if _SPEC and _SPEC.origin else None
 
 
 class ProcessOutput:
@@ -66,7 +72,7 @@ class ServerProcess:
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
         self.command = [sys.executable, "-m", "pyqueue"]
-        self.cwd: Path | None = None
+        self.cwd: Path | None = PYQUEUE_ROOT
         self.output: ProcessOutput | None = None
 
     @property
