@@ -43,7 +43,12 @@ class AsyncTakeStream:
         self.last_heard = time.monotonic()
         subscribe = pb.TakeRequest(
             subscribe=pb.Subscribe(
-                queues=queues, prefetch=prefetch, reports_starts=True, worker=identity(), drains=True
+                queues=queues,
+                prefetch=prefetch,
+                reports_starts=True,
+                worker=identity(),
+                drains=True,
+                answers_with_jobs=True,
             )
         )
         # grpc's stubs type only the sync call; the aio stub takes and gives async iterators.
@@ -70,13 +75,12 @@ class AsyncTakeStream:
                 self.last_heard = time.monotonic()
                 kind = response.WhichOneof("kind")
                 if kind == "jobs":
+                    if response.jobs.HasField("ack_result"):  # answers that came with the jobs
+                        self._answered(response.jobs.ack_result)
                     for message in response.jobs.jobs:
                         self._jobs.put_nowait(Job.from_pb(message))
                 elif kind == "ack_result":
-                    for job_id in response.ack_result.acked:
-                        _resolve(self._acks.pop(job_id, None), None)
-                    for r in response.ack_result.rejected:
-                        _reject(self._acks.pop(r.id, None), from_code_name(r.code, r.message))
+                    self._answered(response.ack_result)
                 elif kind == "fail_result":
                     for outcome in response.fail_result.failed:
                         _resolve(
@@ -106,6 +110,12 @@ class AsyncTakeStream:
             while not self._jobs.empty():
                 self._jobs.get_nowait()
             self._jobs.put_nowait(None)
+
+    def _answered(self, result: pb.AckResult) -> None:
+        for job_id in result.acked:
+            _resolve(self._acks.pop(job_id, None), None)
+        for r in result.rejected:
+            _reject(self._acks.pop(r.id, None), from_code_name(r.code, r.message))
 
     def _check_open(self) -> None:
         if self._error is not None:

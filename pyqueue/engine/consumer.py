@@ -56,6 +56,8 @@ class Consumer:
         self.reports_starts = reports_starts
         self.held: dict[int, Held] = {}
         self.on_cancel: Callable[[list[int]], None] = lambda job_ids: None
+        # Called before the stream sleeps with nothing to deliver (answers held for a push go alone).
+        self.on_idle: Callable[[], None] = lambda: None
         # Credit in bytes as well as jobs: a consumer that reads slowly (or never) holds at most
         # this much payload in flight, whatever its prefetch.
         self.max_bytes = max_bytes
@@ -127,6 +129,7 @@ class Consumer:
                 if jobs:
                     return jobs
                 continue
+            self.on_idle()
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []
@@ -272,6 +275,10 @@ class Consumer:
             if held is not None:
                 held.answering = False
         return Outcome([], [Rejection(job_id, exc.code, str(exc)) for job_id, _ in current] + refused)
+
+    def push_follows(self) -> bool:
+        """Whether jobs are about to be delivered here: credit, and work in a queue of ours."""
+        return self.delivering and not self.closed and self.credit > 0 and self._selection.has_ready()
 
     def release(self, outcome: Outcome) -> None:
         """Forget the attempts an answer finished and open the credit they held."""

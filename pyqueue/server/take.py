@@ -3,13 +3,16 @@
 Two tasks share the stream: the pusher sends jobs whenever the consumer has credit and work, and a
 heartbeat whenever nothing was sent for `heartbeat_s`; the reader takes acks, failures, starts,
 extensions and releases, each naming the attempt by its lease. Acks are not awaited one by one:
-each is submitted at once, so acks from one stream share commits and fsyncs. When the stream ends,
+each is submitted at once, so acks from one stream share commits and fsyncs. A worker that
+subscribes with `answers_with_jobs` gets its ack answers inside the next job batch when one
+follows them (one message a round instead of two), and alone when none does. When the stream ends,
 everything it still holds goes back to the queue by how it ended: a half-close by the worker or
 the server's own shutdown is clean (started jobs were interrupted), anything else is abrupt
 (started jobs were lost); jobs never started are released without an attempt either way.
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +58,8 @@ class TakeStream:
         self._ending = asyncio.Event()
         self._clean = False  # the worker half-closed, or the server is stopping
         self._drains = False  # the worker answers Stopping with `drained`
+        self._answers_with_jobs = False  # ack answers ride in the next JobBatch when one follows
+        self._held: list[pb.AckResult] = []  # ack answers waiting for that batch
         self._drained = asyncio.Event()
         self._stalled = False
         self._protocol_error = ""
@@ -79,15 +84,19 @@ class TakeStream:
             subscribe = first.subscribe
             self.identity = _identity(subscribe.worker)
             self._drains = subscribe.drains
+            self._answers_with_jobs = subscribe.answers_with_jobs
             self.consumer = self.engine.consumer(
                 list(subscribe.queues), subscribe.prefetch, reports_starts=subscribe.reports_starts
             )
             self.consumer.on_cancel = self._tell_cancelled
+            self.consumer.on_idle = self._flush_soon
         except EngineError as exc:
             await abort(self.context, exc)
         reader = asyncio.get_running_loop().create_task(self._read())
         try:
             await self._push(self.consumer)
+            with contextlib.suppress(Exception):  # if the stream is gone, so are the answers' waiters
+                await self._flush()  # no push comes any more
             if self._ending.is_set():
                 await self._await_answers(reader)
         except TimeoutError:
@@ -161,7 +170,10 @@ class TakeStream:
             idle_left = self.heartbeat_s - (time.monotonic() - self._last_sent)
             jobs = await consumer.next_jobs(max(idle_left, 0.0))
             for batch in _by_bytes(jobs):
-                await self._send(pb.TakeResponse(jobs=pb.JobBatch(jobs=[job_to_pb(j) for j in batch])))
+                message = pb.TakeResponse(jobs=pb.JobBatch(jobs=[job_to_pb(j) for j in batch]))
+                if self._held:  # taken as the message is built: nothing is sent between
+                    message.jobs.ack_result.CopyFrom(self._take_held())
+                await self._send(message)
             if not jobs and not consumer.closed and time.monotonic() - self._last_sent >= self.heartbeat_s:
                 await self._send(pb.TakeResponse(heartbeat=pb.Heartbeat(server_time_ms=self.engine.clock())))
 
@@ -237,11 +249,35 @@ class TakeStream:
         if outcome.done:
             self.acked += len(outcome.done)
             self.last_ack_at_ms = self.engine.clock()
+        if self._answers_with_jobs:
+            # Held before the credit opens, so the jobs that use it carry this answer ahead of them.
+            self._held.append(ack_result(outcome).ack_result)
+            self.consumer.release(outcome)
+            if not self.consumer.push_follows():
+                await self._flush()
+            return
         try:
             await self._send(ack_result(outcome))
         finally:
             # Only now: the worker must never see more than `prefetch` jobs it has not had confirmed.
             self.consumer.release(outcome)
+
+    def _take_held(self) -> pb.AckResult:
+        held, self._held = self._held, []
+        merged = pb.AckResult()
+        for result in held:
+            merged.acked.extend(result.acked)
+            merged.rejected.extend(result.rejected)
+        return merged
+
+    async def _flush(self) -> None:
+        """Send the held ack answers alone: no jobs are coming to carry them."""
+        if self._held:
+            await self._send(pb.TakeResponse(ack_result=self._take_held()))
+
+    def _flush_soon(self) -> None:
+        if self._held:
+            self._spawn(self._flush())
 
     def _tell_cancelled(self, job_ids: list[int]) -> None:
         self._spawn(self._send(pb.TakeResponse(cancel=pb.Cancel(ids=job_ids))))

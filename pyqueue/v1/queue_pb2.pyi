@@ -1091,6 +1091,7 @@ class Subscribe(_message.Message):
     REPORTS_STARTS_FIELD_NUMBER: _builtins.int
     WORKER_FIELD_NUMBER: _builtins.int
     DRAINS_FIELD_NUMBER: _builtins.int
+    ANSWERS_WITH_JOBS_FIELD_NUMBER: _builtins.int
     prefetch: _builtins.int
     """Most jobs in flight on this stream at once."""
     reports_starts: _builtins.bool
@@ -1102,6 +1103,10 @@ class Subscribe(_message.Message):
     drains: _builtins.bool
     """The worker answers a Stopping with `drained` (see Stopping): a stopping server then waits for
     that answer, so that no start the worker sent is lost in the shutdown.
+    """
+    answers_with_jobs: _builtins.bool
+    """Answer acks in the next JobBatch (JobBatch.ack_result) when jobs follow them, and alone (as an
+    AckResult message) only when none do: one message a round instead of two for a busy worker.
     """
     @_builtins.property
     def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -1119,10 +1124,11 @@ class Subscribe(_message.Message):
         reports_starts: _builtins.bool = ...,
         worker: Global___WorkerIdentity | None = ...,
         drains: _builtins.bool = ...,
+        answers_with_jobs: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["worker", b"worker"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["drains", b"drains", "prefetch", b"prefetch", "queues", b"queues", "reports_starts", b"reports_starts", "worker", b"worker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answers_with_jobs", b"answers_with_jobs", "drains", b"drains", "prefetch", b"prefetch", "queues", b"queues", "reports_starts", b"reports_starts", "worker", b"worker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1728,16 +1734,24 @@ class JobBatch(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     JOBS_FIELD_NUMBER: _builtins.int
+    ACK_RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___Job]: ...
+    @_builtins.property
+    def ack_result(self) -> Global___AckResult:
+        """For a worker that subscribed with `answers_with_jobs`: answers to its acks, which come before
+        these jobs (the credit those jobs use was freed by these answers).
+        """
+
     def __init__(
         self,
         *,
         jobs: _abc.Iterable[Global___Job] | None = ...,
+        ack_result: Global___AckResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_result", b"ack_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_result", b"ack_result", "jobs", b"jobs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
