@@ -1,6 +1,7 @@
 """Ack answers carried in the next JobBatch, for a worker that subscribes with `answers_with_jobs`:
 one message a round instead of two, and an answer alone whenever no jobs follow it."""
 
+import contextlib
 import queue
 from collections.abc import Iterator
 
@@ -47,12 +48,23 @@ class RawStream:
         self.channel.close()
 
 
+@contextlib.contextmanager
+def stream_over(
+    client: pyqueue.Client, server: ServerProcess, jobs: int, *, answers_with_jobs: bool
+) -> Iterator[tuple[list[int], RawStream]]:
+    """`jobs` queued jobs (their ids), and a stream of prefetch 1 to take them."""
+    ids = [client.enqueue("t", {"n": n}, queue="q").id for n in range(jobs)]
+    stream = RawStream(server, prefetch=1, answers_with_jobs=answers_with_jobs)
+    try:
+        yield ids, stream
+    finally:
+        stream.close()
+
+
 def test_an_ack_answer_rides_with_the_next_jobs_and_goes_alone_when_none_follow(
     client: pyqueue.Client, server: ServerProcess
 ) -> None:
-    ids = [client.enqueue("t", {"n": n}, queue="q").id for n in range(3)]
-    stream = RawStream(server, prefetch=1, answers_with_jobs=True)
-    try:
+    with stream_over(client, server, 3, answers_with_jobs=True) as (ids, stream):
         first = stream.next()
         assert [j.id for j in first.jobs.jobs] == ids[:1] and not first.jobs.HasField("ack_result")
         stream.finish(first.jobs.jobs[0])
@@ -66,17 +78,13 @@ def test_an_ack_answer_rides_with_the_next_jobs_and_goes_alone_when_none_follow(
         stream.finish(third.jobs.jobs[0])
         last = stream.next()  # nothing left to deliver: the answer goes alone
         assert last.WhichOneof("kind") == "ack_result" and list(last.ack_result.acked) == ids[2:]
-    finally:
-        stream.close()
     assert client.count_jobs(queue="q") == 0
 
 
 def test_a_refused_ack_is_answered_at_once_when_no_credit_opens(
     client: pyqueue.Client, server: ServerProcess
 ) -> None:
-    ids = [client.enqueue("t", {"n": n}, queue="q").id for n in range(2)]
-    stream = RawStream(server, prefetch=1, answers_with_jobs=True)
-    try:
+    with stream_over(client, server, 2, answers_with_jobs=True) as (ids, stream):
         job = stream.next().jobs.jobs[0]
         stream.finish(job, lease=job.lease + 7)  # names no current attempt: refused, still held
         refused = stream.next()
@@ -85,20 +93,14 @@ def test_a_refused_ack_is_answered_at_once_when_no_credit_opens(
         stream.finish(job)
         after = stream.next()
         assert [j.id for j in after.jobs.jobs] == ids[1:] and list(after.jobs.ack_result.acked) == ids[:1]
-    finally:
-        stream.close()
 
 
 def test_without_the_option_each_answer_is_its_own_message(
     client: pyqueue.Client, server: ServerProcess
 ) -> None:
-    ids = [client.enqueue("t", {"n": n}, queue="q").id for n in range(2)]
-    stream = RawStream(server, prefetch=1, answers_with_jobs=False)
-    try:
+    with stream_over(client, server, 2, answers_with_jobs=False) as (ids, stream):
         job = stream.next().jobs.jobs[0]
         stream.finish(job)
         answer, jobs = stream.next(), stream.next()
         assert answer.WhichOneof("kind") == "ack_result" and list(answer.ack_result.acked) == ids[:1]
         assert [j.id for j in jobs.jobs.jobs] == ids[1:] and not jobs.jobs.HasField("ack_result")
-    finally:
-        stream.close()
