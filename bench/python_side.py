@@ -24,18 +24,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE / "apps")]
 
-from harness import ServerProcess  # noqa: E402
+import noop_app  # noqa: E402
+from harness import PYQUEUE_ROOT, ServerProcess  # noqa: E402
 
 import pyqueue  # noqa: E402
 
-# The workers run the pyqueue this script imported (a worktree's, with PYTHONPATH set), not the
-# venv's installed one.
-PYQUEUE_ROOT = str(Path(pyqueue.__file__).resolve().parent.parent)
-
 
 def threads_enqueue(address: str, batching: bool, n_threads: int = 64, seconds: float = 5.0) -> float:
-    import noop_app
-
     app = pyqueue.App(address, batching=batching)
     job = pyqueue.JobFunction(app, noop_app.noop.fn, "noop_app.noop", noop_app.noop.defaults)
     stop = threading.Event()
@@ -69,7 +64,7 @@ def drain_with_worker(address: str, kind: str, jobs: int) -> float:
         env = {
             **os.environ,
             "PYQUEUE_ADDRESS": address,
-            "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), PYQUEUE_ROOT]),
+            "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(PYQUEUE_ROOT)]),
         }
         started = time.perf_counter()
         worker = subprocess.Popen(
@@ -78,7 +73,7 @@ def drain_with_worker(address: str, kind: str, jobs: int) -> float:
                 "-m",
                 "pyqueue",
                 "worker",
-                "noop_app:async_app" if kind == "anoop" else "noop_app:app",
+                noop_app.target(kind),
                 "--concurrency",
                 "16",
                 "--log-level",

@@ -23,12 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE / "apps")]
 
-from harness import ServerProcess  # noqa: E402
-
-import pyqueue  # noqa: E402
-
-# The workers run the pyqueue this script imported (a worktree's, with PYTHONPATH set).
-PYQUEUE_ROOT = str(Path(pyqueue.__file__).resolve().parent.parent)
+from harness import PYQUEUE_ROOT, ServerProcess  # noqa: E402
 
 
 def stamps(path: Path, skip: int = 0) -> list[tuple[float, float]]:
@@ -52,7 +47,7 @@ def measure(address: str, args: argparse.Namespace, tmp: Path) -> dict[str, obje
         **os.environ,
         "PYQUEUE_ADDRESS": address,
         "PYQUEUE_BENCH_STAMPS": str(path),
-        "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), PYQUEUE_ROOT]),
+        "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(PYQUEUE_ROOT)]),
     }
     workers = [
         subprocess.Popen(

@@ -24,28 +24,24 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE / "apps"), str(HERE)]
 
-from harness import ServerProcess  # noqa: E402
+import noop_app  # noqa: E402
+from harness import PYQUEUE_ROOT, ServerProcess  # noqa: E402
 from single_enqueue import context_switches, cpu_seconds  # noqa: E402
 
 import pyqueue  # noqa: E402
-
-# The workers run the pyqueue this script imported (a worktree's, with PYTHONPATH set), not the
-# venv's installed one.
-PYQUEUE_ROOT = str(Path(pyqueue.__file__).resolve().parent.parent)
 
 
 def drain(
     address: str, server_pid: int, jobs: int, kind: str, processes: int, concurrency: int | None
 ) -> dict[str, float]:
     with pyqueue.Client(address) as client:
-        target = "noop_app:async_app" if kind == "anoop" else "noop_app:app"
         spec = {"type": f"noop_app.{kind}", "payload": {"args": [], "kwargs": {}}, "queue": "bench"}
         for start in range(0, jobs, 1000):
             client.enqueue_many([spec] * min(1000, jobs - start))
         env = {
             **os.environ,
             "PYQUEUE_ADDRESS": address,
-            "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), PYQUEUE_ROOT]),
+            "PYTHONPATH": os.pathsep.join([str(HERE / "apps"), str(PYQUEUE_ROOT)]),
         }
         extra = ["--processes", str(processes)] if processes > 1 else []
         extra += ["--concurrency", str(concurrency)] if concurrency else []
@@ -53,7 +49,16 @@ def drain(
         switches_before = context_switches(server_pid)
         started = time.perf_counter()
         worker = subprocess.Popen(
-            [sys.executable, "-m", "pyqueue", "worker", target, "--log-level", "warning", *extra],
+            [
+                sys.executable,
+                "-m",
+                "pyqueue",
+                "worker",
+                noop_app.target(kind),
+                "--log-level",
+                "warning",
+                *extra,
+            ],
             env=env,
             cwd=HERE / "apps",
         )

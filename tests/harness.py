@@ -12,9 +12,10 @@ from pathlib import Path
 
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 _SPEC = importlib.util.find_spec("pyqueue")
-# The checkout whose pyqueue this process imports. Servers start there: `python -m` puts its working
-# directory first on sys.path, so a benchmark run from one checkout against another's code (a
-# worktree, with PYTHONPATH) would otherwise start the server of the checkout it was run from.
+# The checkout whose pyqueue this process imports. Servers start there, and the benchmarks' workers
+# run it: `python -m` puts its working directory first on sys.path, so a benchmark run from one
+# checkout against another's code (a worktree, with PYTHONPATH) would otherwise start the server of
+# the checkout it was run from.
 PYQUEUE_ROOT = Path(_SPEC.origin).resolve().parent.parent if _SPEC and _SPEC.origin else None
 
 

@@ -15,3 +15,8 @@ def noop() -> None:
 @async_app.job(queue="bench")
 async def anoop() -> None:
     pass
+
+
+def target(kind: str) -> str:
+    """The MODULE:APP that `pyqueue worker` runs for jobs of `kind` (noop or anoop)."""
+    return "noop_app:async_app" if kind == "anoop" else "noop_app:app"

@@ -59,7 +59,7 @@ class TakeStream:
         self._clean = False  # the worker half-closed, or the server is stopping
         self._drains = False  # the worker answers Stopping with `drained`
         self._answers_with_jobs = False  # ack answers ride in the next JobBatch when one follows
-        self._held: list[pb.AckResult] = []  # ack answers waiting for that batch
+        self._held = pb.AckResult()  # ack answers waiting for that batch
         self._drained = asyncio.Event()
         self._stalled = False
         self._protocol_error = ""
@@ -171,7 +171,7 @@ class TakeStream:
             jobs = await consumer.next_jobs(max(idle_left, 0.0))
             for batch in _by_bytes(jobs):
                 message = pb.TakeResponse(jobs=pb.JobBatch(jobs=[job_to_pb(j) for j in batch]))
-                if self._held:  # taken as the message is built: nothing is sent between
+                if self._holding():  # taken as the message is built: nothing is sent between
                     message.jobs.ack_result.CopyFrom(self._take_held())
                 await self._send(message)
             if not jobs and not consumer.closed and time.monotonic() - self._last_sent >= self.heartbeat_s:
@@ -251,7 +251,7 @@ class TakeStream:
             self.last_ack_at_ms = self.engine.clock()
         if self._answers_with_jobs:
             # Held before the credit opens, so the jobs that use it carry this answer ahead of them.
-            self._held.append(ack_result(outcome).ack_result)
+            self._held.MergeFrom(ack_result(outcome).ack_result)  # repeated fields append
             self.consumer.release(outcome)
             if not self.consumer.push_follows():
                 await self._flush()
@@ -262,21 +262,20 @@ class TakeStream:
             # Only now: the worker must never see more than `prefetch` jobs it has not had confirmed.
             self.consumer.release(outcome)
 
+    def _holding(self) -> bool:
+        return bool(self._held.acked or self._held.rejected)
+
     def _take_held(self) -> pb.AckResult:
-        held, self._held = self._held, []
-        merged = pb.AckResult()
-        for result in held:
-            merged.acked.extend(result.acked)
-            merged.rejected.extend(result.rejected)
-        return merged
+        held, self._held = self._held, pb.AckResult()
+        return held
 
     async def _flush(self) -> None:
         """Send the held ack answers alone: no jobs are coming to carry them."""
-        if self._held:
+        if self._holding():
             await self._send(pb.TakeResponse(ack_result=self._take_held()))
 
     def _flush_soon(self) -> None:
-        if self._held:
+        if self._holding():
             self._spawn(self._flush())
 
     def _tell_cancelled(self, job_ids: list[int]) -> None:
