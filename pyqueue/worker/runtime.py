@@ -27,7 +27,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +36,7 @@ from pyqueue.context import CurrentJob
 from pyqueue.errors import PyQueueError, Unavailable
 from pyqueue.worker.execute import Outcome, execute, thread_runner
 from pyqueue.worker.pool import ProcessPool
+from pyqueue.worker.threads import HandlerThreads
 
 log = logging.getLogger("pyqueue.worker")
 
@@ -116,9 +116,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
-        self.app.executor = ThreadPoolExecutor(
-            self.concurrency + _SPARE_THREADS, thread_name_prefix="pyqueue-job"
-        )
+        self.app.executor = HandlerThreads(self.concurrency + _SPARE_THREADS)
         if self.config.pool == "process":
             self._pool = ProcessPool(self.config.target, self.concurrency)
             self._pool.start()
