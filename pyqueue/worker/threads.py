@@ -8,7 +8,8 @@ costs about 18 µs (bench/handler_threads.py).
 
 - A call that finds no idle thread starts one, up to `max_threads`. A handler past its time limit
   keeps its thread (abandoned, it runs on), and the next call gets another thread.
-- The threads are daemons: an abandoned handler never holds up the worker's exit.
+- The threads are daemons, named pyqueue-job-N: an abandoned handler holds up no interpreter's
+  exit (and `run_worker` exits past the ones still running on purpose, by that name).
 - It is a concurrent.futures.Executor too (`submit`), for `JobFunction.run` and anything else
   given the app's executor.
 """

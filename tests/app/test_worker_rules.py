@@ -46,7 +46,7 @@ def test_a_sync_handler_past_its_limit_is_failed_and_its_thread_abandoned(
     app, client, server, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
     log = tmp_path / "ran.log"
-    job = sample_app.sync_overrun.enqueue(8)
+    job = sample_app.sync_overrun.enqueue(600)  # its thread sleeps on long after the test
     after = sample_app.add.enqueue(1, 2)
     worker = start_worker(server, log, "--concurrency", "1")
     try:
@@ -56,8 +56,9 @@ def test_a_sync_handler_past_its_limit_is_failed_and_its_thread_abandoned(
         # The slot is free again: the next job runs while the abandoned thread still sleeps.
         assert wait_for_lines(log, 2) == ["sync overrun started", "add 3"]
     finally:
-        out = stop(worker)
+        out = stop(worker)  # at once: the worker's exit does not wait for the abandoned thread
     assert "its thread is abandoned" in out
+    assert "sync overrun finished" not in log.read_text()
     with pytest.raises(pyqueue.NotFound):
         client.get_job(after.id)  # completed (and not kept)
 
