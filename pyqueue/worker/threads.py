@@ -89,7 +89,13 @@ class HandlerThreads(Executor):
                 self._threads += 1
                 name = f"{self._name}-{next(self._numbers)}"
         if start:
-            threading.Thread(target=self._run, name=name, daemon=True).start()
+            try:
+                threading.Thread(target=self._run, name=name, daemon=True).start()
+            except BaseException:  # no thread to be had (a process limit): this call fails, not hangs
+                with self._lock:
+                    self._threads -= 1
+                    self._backlog -= 1
+                raise
         self._work.put((fn, settle))
 
     def _run(self) -> None:

@@ -126,3 +126,21 @@ def test_a_result_for_a_loop_that_closed_meanwhile_is_dropped_and_the_thread_liv
 def test_a_cap_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         HandlerThreads(0)
+
+
+async def test_a_thread_that_cannot_start_fails_the_call_and_counts_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    threads = HandlerThreads(4)
+    loop = asyncio.get_running_loop()
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", refuse)
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            threads.call(loop, lambda: "never")
+    assert threads.threads == 0
+    assert await threads.call(loop, lambda: "now") == "now"  # nothing left queued ahead of it
+    threads.shutdown()
