@@ -204,7 +204,7 @@ class App:
         self.jobs: dict[str, JobFunction[Any, Any]] = {}
         self.periodic_jobs: dict[str, dict[str, Any]] = {}  # name -> entry (Client.set_cron's shape)
         self.queue_limits: dict[str, dict[str, Any]] = {}  # queue -> Client.set_queue_limit's options
-        self.executor: Any = None  # the worker sets its thread pool here
+        self.executor: Any = None  # the worker sets its handler threads here (an Executor)
         self._client: Client | None = None
         self._async_clients: dict[int, AsyncClient] = {}
         self._lock = threading.Lock()
