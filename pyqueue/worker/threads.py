@@ -40,6 +40,7 @@ class HandlerThreads(Executor):
         self._backlog = 0  # calls queued and not taken by a thread yet
         self._shut = False
         self._numbers = itertools.count(1)  # thread names: pyqueue-job-1, -2, ...
+        self._started: list[threading.Thread] = []  # for shutdown(wait=True)
 
     def call(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> "asyncio.Future[Any]":
         """Run `fn()` in a thread; the future (of `loop`) gets what it returned or raised. Cancel
@@ -67,12 +68,17 @@ class HandlerThreads(Executor):
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Idle threads end; busy ones end after their call. Calls already queued still run."""
+        """Idle threads end; busy ones end after their call, and calls already queued still run.
+        With `wait`, return once every thread has ended (an abandoned handler included)."""
         with self._lock:
             self._shut = True
             threads = self._threads
+            started, self._started = self._started, []
         for _ in range(threads):
             self._work.put(None)
+        if wait:
+            for thread in started:
+                thread.join()
 
     @property
     def threads(self) -> int:
@@ -89,13 +95,16 @@ class HandlerThreads(Executor):
                 self._threads += 1
                 name = f"{self._name}-{next(self._numbers)}"
         if start:
+            thread = threading.Thread(target=self._run, name=name, daemon=True)
             try:
-                threading.Thread(target=self._run, name=name, daemon=True).start()
+                thread.start()
             except BaseException:  # no thread to be had (a process limit): this call fails, not hangs
                 with self._lock:
                     self._threads -= 1
                     self._backlog -= 1
                 raise
+            with self._lock:
+                self._started = [t for t in self._started if t.is_alive()] + [thread]
         self._work.put((fn, settle))
 
     def _run(self) -> None:

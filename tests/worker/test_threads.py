@@ -144,3 +144,16 @@ async def test_a_thread_that_cannot_start_fails_the_call_and_counts_nothing(
     assert threads.threads == 0
     assert await threads.call(loop, lambda: "now") == "now"  # nothing left queued ahead of it
     threads.shutdown()
+
+
+def test_shutdown_with_wait_returns_once_every_thread_has_ended() -> None:
+    finished = threading.Event()
+
+    def busy() -> None:
+        time.sleep(0.2)
+        finished.set()
+
+    with HandlerThreads(2) as threads:  # leaving it is shutdown(wait=True)
+        threads.submit(busy)
+        threads.submit(lambda: None).result(WAIT_S)  # a second thread, idle by now
+    assert finished.is_set() and threads.threads == 0
