@@ -57,14 +57,15 @@ class HandlerThreads(Executor):
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> "Future[Any]":
         future: Future[Any] = Future()
 
-        def settle(ok: bool, value: Any) -> None:
-            if future.set_running_or_notify_cancel():
-                if ok:
-                    future.set_result(value)
-                else:
-                    future.set_exception(value)
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return  # cancelled while it waited: it never runs
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:
+                future.set_exception(exc)
 
-        self._put(lambda: fn(*args, **kwargs), settle)
+        self._put(run, _told_already)
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -133,6 +134,10 @@ class HandlerThreads(Executor):
         finally:
             with lock:
                 self._threads -= 1
+
+
+def _told_already(ok: bool, value: Any) -> None:
+    """A submitted call sets its own concurrent.futures.Future."""
 
 
 def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:

@@ -157,3 +157,17 @@ def test_shutdown_with_wait_returns_once_every_thread_has_ended() -> None:
         threads.submit(busy)
         threads.submit(lambda: None).result(WAIT_S)  # a second thread, idle by now
     assert finished.is_set() and threads.threads == 0
+
+
+def test_a_submitted_call_cancelled_while_it_waits_never_runs() -> None:
+    threads = HandlerThreads(1)
+    release = threading.Event()
+    ran: list[str] = []
+    busy = threads.submit(release.wait, WAIT_S)  # the one thread is taken
+    waiting = threads.submit(ran.append, "ran")
+    assert waiting.cancel()
+    release.set()
+    assert busy.result(WAIT_S) is True
+    assert threads.submit(lambda: "after").result(WAIT_S) == "after"  # it came after the cancelled one
+    assert ran == [] and waiting.cancelled()
+    threads.shutdown()
