@@ -24,7 +24,6 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +32,7 @@ from pyqueue.app import App
 from pyqueue.client import Client, Job
 from pyqueue.errors import PyQueueError
 from pyqueue.worker.execute import execute, thread_runner
+from pyqueue.worker.threads import HandlerThreads
 
 _LISTENING = re.compile(r"listening on \S+:(\d+)")
 _PUBLIC = re.compile(r"supervisor: pyqueue listening on \S+:(\d+)")
@@ -102,7 +102,7 @@ class DrainResult:
     failed: list[tuple[Job, BaseException]] = field(default_factory=list)
 
 
-_drain_threads: ThreadPoolExecutor | None = None
+_drain_threads: HandlerThreads | None = None
 
 
 def drain(app: App, queues: list[str] | None = None, *, idle_s: float = 0.2) -> DrainResult:
@@ -114,8 +114,9 @@ def drain(app: App, queues: list[str] | None = None, *, idle_s: float = 0.2) -> 
     scheduled for later (including retries) are not waited for."""
     global _drain_threads
     if _drain_threads is None:
-        # Not the loop's default executor: asyncio.run would wait for an abandoned thread.
-        _drain_threads = ThreadPoolExecutor(thread_name_prefix="pyqueue-drain")
+        # Not the loop's default executor: asyncio.run would wait for an abandoned thread. One
+        # job runs at a time; each handler abandoned past its limit keeps a thread of its own.
+        _drain_threads = HandlerThreads(1000, name="pyqueue-drain")
     names = queues or app.queues or ["default"]
     result = DrainResult()
     with Client(app.address) as client, client.take(names, prefetch=1) as stream:

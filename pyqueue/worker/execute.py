@@ -16,7 +16,6 @@ import json
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,9 +62,9 @@ def arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
 
 
 def thread_runner(
-    function: JobFunction[Any, Any], executor: Executor | None
+    function: JobFunction[Any, Any], threads: HandlerThreads
 ) -> Callable[[Any], Awaitable[Any]]:
-    """Run the function in this process: async on the loop, sync in `executor`'s threads."""
+    """Run the function in this process: async on the loop, sync on one of `threads`."""
 
     async def run(payload: Any) -> Any:
         args, kwargs = arguments(payload)
@@ -78,10 +77,7 @@ def thread_runner(
             return await task
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()  # the handler's thread sees the task's span
-        call = functools.partial(context.run, function.fn, *args, **kwargs)
-        if isinstance(executor, HandlerThreads):  # the worker's own: a third of the cost per job
-            return await executor.call(loop, call)
-        return await asyncio.shield(loop.run_in_executor(executor, call))
+        return await threads.call(loop, functools.partial(context.run, function.fn, *args, **kwargs))
 
     return run
 

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
+_CANCELLED = object()  # what a submitted call cancelled before it ran gives its settle
+
 Settle = Callable[[bool, Any], None]
 """Told what the function did: (True, its result) or (False, the exception it raised)."""
 
@@ -57,15 +59,20 @@ class HandlerThreads(Executor):
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> "Future[Any]":
         future: Future[Any] = Future()
 
-        def run() -> None:
+        def run() -> Any:
             if not future.set_running_or_notify_cancel():
-                return  # cancelled while it waited: it never runs
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except BaseException as exc:
-                future.set_exception(exc)
+                return _CANCELLED  # cancelled while it waited: it never runs
+            return fn(*args, **kwargs)
 
-        self._put(run, _told_already)
+        def settle(ok: bool, value: Any) -> None:
+            if value is _CANCELLED:
+                return
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+        self._put(run, settle)
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -105,7 +112,7 @@ class HandlerThreads(Executor):
                     self._backlog -= 1
                 raise
             with self._lock:
-                self._started = [t for t in self._started if t.is_alive()] + [thread]
+                self._started.append(thread)  # threads end only at shutdown: at most max_threads
         self._work.put((fn, settle))
 
     def _run(self) -> None:
@@ -134,10 +141,6 @@ class HandlerThreads(Executor):
         finally:
             with lock:
                 self._threads -= 1
-
-
-def _told_already(ok: bool, value: Any) -> None:
-    """A submitted call sets its own concurrent.futures.Future."""
 
 
 def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
