@@ -102,3 +102,13 @@ class Coalescer:
     @property
     def closed(self) -> bool: ...
     def __len__(self) -> int: ...
+
+def encode_record(record: Any) -> bytes:
+    """Encode a JobRecord (pyqueue.store.records) in the record format, version 1. Counters past
+    65535 saturate; a string past 65535 bytes (or a number out of its field's range) raises
+    ValueError (OverflowError)."""
+
+def decode_record(job_id: int, raw: bytes, statuses: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Decode a record into JobRecord's constructor arguments, in its field order, with
+    `statuses[code]` for its status. A damaged, truncated or newer record raises ValueError
+    naming the field."""

@@ -1,16 +1,21 @@
 //! The PyO3 edge: thin wrappers that turn Python calls into calls on the plain-Rust core.
 //!
-//! Calls are coarse (a claim returns a batch of ids, a rebuild inserts a batch of keys), and the
-//! one call that can block, `Coalescer.take_batch`, releases the GIL while it waits. Errors map to
-//! Python exceptions in one place: `closed_error`.
+//! Calls are coarse (a claim returns a batch of ids, a rebuild inserts a batch of keys, a record
+//! is encoded or decoded whole), and the one call that can block, `Coalescer.take_batch`, releases
+//! the GIL while it waits. Errors map to Python exceptions in one place: `closed_error` and
+//! `record_error`.
 
 use crate::coalescer::Coalescer as CoreCoalescer;
 use crate::ready::{claim, has_claimable, Lane, ReadyIndex as CoreReadyIndex};
+use crate::record::{saturate, Record, RecordError};
 use crate::timers::TimerSet as CoreTimerSet;
 use crate::token::ClaimToken as CoreClaimToken;
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::IntoPyObjectExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +28,12 @@ create_exception!(
 
 fn closed_error() -> PyErr {
     CoalescerClosed::new_err("the writer is shutting down and takes no more requests")
+}
+
+/// A record that cannot be encoded or decoded: ValueError, which the records module turns into
+/// its CorruptRecordError (decoding) or lets through as a bug (encoding).
+fn record_error(err: RecordError) -> PyErr {
+    PyValueError::new_err(err.to_string())
 }
 
 /// Per-queue skip lists of ready jobs ordered by (priority, id).
@@ -324,6 +335,88 @@ impl Coalescer {
     }
 }
 
+/// Encode a JobRecord (any object with its attributes) in the record format, version 1.
+#[pyfunction]
+fn encode_record<'py>(record: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let py = record.py();
+    let text = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyString>> {
+        Ok(record.getattr(name)?.cast_into::<PyString>()?)
+    };
+    let (queue, job_type) = (text(intern!(py, "queue"))?, text(intern!(py, "type"))?);
+    let content_type = text(intern!(py, "content_type"))?;
+    let unique_key = text(intern!(py, "unique_key"))?;
+    let limit_key = text(intern!(py, "limit_key"))?;
+    let options = record
+        .getattr(intern!(py, "options"))?
+        .cast_into::<PyBytes>()?;
+    let int = |name: &Bound<'py, PyString>| record.getattr(name);
+    let fields = Record {
+        status: int(intern!(py, "status"))?.extract()?,
+        priority: int(intern!(py, "priority"))?.extract()?,
+        attempts: saturate(int(intern!(py, "attempts"))?.extract()?),
+        max_retries: int(intern!(py, "max_retries"))?.extract()?,
+        lost: saturate(int(intern!(py, "lost"))?.extract()?),
+        errors: saturate(int(intern!(py, "errors"))?.extract()?),
+        lease: int(intern!(py, "lease"))?.extract()?,
+        timeout_ms: int(intern!(py, "timeout_ms"))?.extract()?,
+        created_ms: int(intern!(py, "created_ms"))?.extract()?,
+        updated_ms: int(intern!(py, "updated_ms"))?.extract()?,
+        run_at_ms: int(intern!(py, "run_at_ms"))?.extract()?,
+        expires_ms: int(intern!(py, "expires_ms"))?.extract()?,
+        queue: queue.to_str()?,
+        job_type: job_type.to_str()?,
+        content_type: content_type.to_str()?,
+        unique_key: unique_key.to_str()?,
+        options: options.as_bytes(),
+        started_ms: int(intern!(py, "started_ms"))?.extract()?,
+        limit_key: limit_key.to_str()?,
+    };
+    let encoded = fields.encode().map_err(record_error)?;
+    Ok(PyBytes::new(py, &encoded))
+}
+
+/// Decode a record into the JobRecord constructor's arguments, in its field order:
+/// (job_id, status, queue, type, priority, created_ms, updated_ms, attempts, max_retries, lost,
+/// errors, lease, timeout_ms, run_at_ms, expires_ms, content_type, unique_key, options,
+/// started_ms, limit_key). `statuses[code]` is what a status code becomes (None: unknown).
+#[pyfunction]
+fn decode_record<'py>(
+    job_id: &Bound<'py, PyAny>,
+    raw: &[u8],
+    statuses: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let py = job_id.py();
+    let r = Record::decode(raw).map_err(record_error)?;
+    let status = statuses
+        .get_item(r.status as usize)
+        .ok()
+        .filter(|s| !s.is_none())
+        .ok_or_else(|| PyValueError::new_err(format!("unknown status code {}", r.status)))?;
+    let items: [Bound<'py, PyAny>; 20] = [
+        job_id.clone(),
+        status,
+        PyString::new(py, r.queue).into_any(),
+        PyString::new(py, r.job_type).into_any(),
+        r.priority.into_bound_py_any(py)?,
+        r.created_ms.into_bound_py_any(py)?,
+        r.updated_ms.into_bound_py_any(py)?,
+        r.attempts.into_bound_py_any(py)?,
+        r.max_retries.into_bound_py_any(py)?,
+        r.lost.into_bound_py_any(py)?,
+        r.errors.into_bound_py_any(py)?,
+        r.lease.into_bound_py_any(py)?,
+        r.timeout_ms.into_bound_py_any(py)?,
+        r.run_at_ms.into_bound_py_any(py)?,
+        r.expires_ms.into_bound_py_any(py)?,
+        PyString::new(py, r.content_type).into_any(),
+        PyString::new(py, r.unique_key).into_any(),
+        PyBytes::new(py, r.options).into_any(),
+        r.started_ms.into_bound_py_any(py)?,
+        PyString::new(py, r.limit_key).into_any(),
+    ];
+    PyTuple::new(py, items)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ReadyIndex>()?;
@@ -331,6 +424,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TimerSet>()?;
     m.add_class::<ClaimToken>()?;
     m.add_class::<Coalescer>()?;
+    m.add_function(wrap_pyfunction!(encode_record, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_record, m)?)?;
     m.add("CoalescerClosed", m.py().get_type::<CoalescerClosed>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -14,6 +14,10 @@ class Family(enum.Enum):
     DATA = "data"
     INDEX = "index"
 
+    # Hash members by identity (Enum.__hash__ is Python code, and every key a batch writes looks
+    # its family up in a dict).
+    __hash__ = object.__hash__
+
 
 class StoreFullError(Exception):
     """The disk is full: nothing of the failed batch was written."""

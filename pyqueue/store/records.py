@@ -1,4 +1,4 @@
-"""The job record and its binary codec.
+"""The job record; its binary codec is the native crate's (native/src/record.rs).
 
 The record is the mutable part of a job (status, attempts, times); the payload lives under its own
 key so a status change never rewrites it. Layout, version 1, big-endian:
@@ -17,15 +17,11 @@ import enum
 import struct
 from dataclasses import dataclass
 
+from pyqueue._native import decode_record, encode_record
 from pyqueue.store import keys
 
-VERSION = 1
-_HEAD = struct.Struct(">BBHHhHHIIqqqq")
 _STATUS_VALUE = struct.Struct(">Hq")
 STATUS_VALUE_HEAD = _STATUS_VALUE.size  # then the queue, then NUL and the limit key if any
-_U16 = struct.Struct(">H")
-_U32 = struct.Struct(">I")
-_I64 = struct.Struct(">q")
 
 
 class Status(enum.IntEnum):
@@ -48,6 +44,7 @@ class Status(enum.IntEnum):
 
 
 _STATUS_BY_CODE = {s.value: s for s in Status}
+_STATUSES = tuple(_STATUS_BY_CODE.get(code) for code in range(max(_STATUS_BY_CODE) + 1))  # by code
 ENDED = frozenset({Status.COMPLETED, Status.DEAD, Status.CANCELLED})  # kept for a while, then purged
 
 
@@ -104,94 +101,13 @@ class JobRecord:
         )
 
     def encode(self) -> bytes:
-        parts = [
-            _HEAD.pack(
-                VERSION,
-                self.status,
-                self.priority,
-                min(self.attempts, 0xFFFF),  # counters saturate: a count is never worth a crash
-                self.max_retries,
-                min(self.lost, 0xFFFF),
-                min(self.errors, 0xFFFF),
-                self.lease,
-                self.timeout_ms,
-                self.created_ms,
-                self.updated_ms,
-                self.run_at_ms,
-                self.expires_ms,
-            )
-        ]
-        for text in (self.queue, self.type, self.content_type, self.unique_key):
-            raw = text.encode()
-            parts.append(_U16.pack(len(raw)))
-            parts.append(raw)
-        parts.append(_U32.pack(len(self.options)))
-        parts.append(self.options)
-        parts.append(_I64.pack(self.started_ms))
-        if self.limit_key:
-            raw = self.limit_key.encode()
-            parts.append(_U16.pack(len(raw)))
-            parts.append(raw)
-        return b"".join(parts)
+        return encode_record(self)
 
     @classmethod
     def decode(cls, job_id: int, raw: bytes) -> "JobRecord":
         try:
-            (
-                version,
-                status,
-                priority,
-                attempts,
-                max_retries,
-                lost,
-                errors,
-                lease,
-                timeout_ms,
-                created,
-                updated,
-                run_at,
-                expires,
-            ) = _HEAD.unpack_from(raw, 0)
-            if version != VERSION:
-                raise CorruptRecordError(f"job {job_id}: record version {version} is not {VERSION}")
-            offset = _HEAD.size
-            texts = []
-            for _ in range(4):
-                (n,) = _U16.unpack_from(raw, offset)
-                offset += 2
-                texts.append(raw[offset : offset + n].decode())
-                offset += n
-            (n,) = _U32.unpack_from(raw, offset)
-            options = bytes(raw[offset + 4 : offset + 4 + n])
-            offset += 4 + n
-            (started,) = _I64.unpack_from(raw, offset) if len(raw) >= offset + 8 else (0,)
-            limit_key = ""
-            if len(raw) > offset + 8:
-                (n,) = _U16.unpack_from(raw, offset + 8)
-                limit_key = raw[offset + 10 : offset + 10 + n].decode()
-            return cls(
-                id=job_id,
-                status=_STATUS_BY_CODE[status],
-                queue=texts[0],
-                type=texts[1],
-                priority=priority,
-                created_ms=created,
-                updated_ms=updated,
-                attempts=attempts,
-                max_retries=max_retries,
-                lost=lost,
-                errors=errors,
-                lease=lease,
-                timeout_ms=timeout_ms,
-                run_at_ms=run_at,
-                expires_ms=expires,
-                content_type=texts[2],
-                unique_key=texts[3],
-                options=options,
-                started_ms=started,
-                limit_key=limit_key,
-            )
-        except (struct.error, ValueError, KeyError, UnicodeDecodeError) as exc:
+            return cls(*decode_record(job_id, raw, _STATUSES))
+        except ValueError as exc:
             raise CorruptRecordError(f"job {job_id}: undecodable record ({exc})") from exc
 
     @property

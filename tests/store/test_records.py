@@ -37,6 +37,28 @@ def test_corrupt_records_say_so() -> None:
         JobRecord.decode(7, b"\x09" + record().encode()[1:])
 
 
+def test_a_record_decodes_to_the_status_member_and_unknown_codes_are_damage() -> None:
+    r = record(status=Status.IN_FLIGHT, started_ms=9, limit_key="cust-1")
+    decoded = JobRecord.decode(7, r.encode())
+    assert decoded.status is Status.IN_FLIGHT and decoded.status.label == "in_flight"
+    assert (decoded.started_ms, decoded.limit_key) == (9, "cust-1")
+    unknown = bytearray(r.encode())
+    unknown[1] = 42  # the status byte
+    with pytest.raises(CorruptRecordError, match=r"job 7: .*status code 42"):
+        JobRecord.decode(7, bytes(unknown))
+    with pytest.raises(CorruptRecordError, match="ends inside its limit key"):
+        JobRecord.decode(7, r.encode()[:-1])
+
+
+def test_counters_saturate_and_oversized_fields_are_refused() -> None:
+    decoded = JobRecord.decode(7, record(attempts=70_000, lost=2**20, errors=65_536).encode())
+    assert (decoded.attempts, decoded.lost, decoded.errors) == (65_535, 65_535, 65_535)
+    with pytest.raises(ValueError, match="queue is 70000 bytes"):
+        record(queue="q" * 70_000).encode()
+    with pytest.raises(OverflowError):
+        record(priority=2**16).encode()
+
+
 def test_status_value_carries_what_the_rebuild_needs() -> None:
     # The timer is the time that matters in the status: due time when scheduled, else expiry.
     assert decode_status_value(record(status=Status.SCHEDULED, run_at_ms=99).status_value()) == (
