@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "tests"), str(Path(__file__).resolve().parent)]
 
-import pyqueue
+import pyqueue  # noqa: E402
 
 
 def produce(address: str, jobs: int, batch: int, payload_size: int, queues: list[str]) -> None:
@@ -130,6 +130,7 @@ def main() -> None:
         print(json.dumps(run(args.address, args)))
         return
     from harness import ServerProcess
+    from single_enqueue import cpu_seconds
 
     runs: list[tuple[str, bool, int]]
     shard_counts = [int(n) for n in args.shards.split(",")]
@@ -147,8 +148,13 @@ def main() -> None:
             server = ServerProcess(Path(tmp) / "data", "--commit-mode", mode, *extra)
             server.start()
             try:
+                assert server.proc is not None
+                cpu_before = cpu_seconds(server.proc.pid)
                 result = run(server.address, args)
                 result["shards"] = shards
+                # the server's processes, over the whole run (its second of waiting included)
+                spent = cpu_seconds(server.proc.pid) - cpu_before
+                result["server_cpu_us_per_job"] = round(spent * 1e6 / result["jobs"])  # type: ignore[operator]
                 results[f"{mode}{'+lister' if lister else ''}{f'/{shards}shards' if shards > 1 else ''}"] = (
                     result
                 )

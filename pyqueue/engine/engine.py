@@ -241,11 +241,11 @@ class Engine:
         limit_key: str = "",
         unique_in_queue: bool = False,
     ) -> NewJob:
-        """Validate one job of an enqueue request against the limits."""
+        """Validate one job of an enqueue request against the limits. Every enqueued job passes
+        here: the checks of fields left at 0 or None (in every range) are skipped."""
         limits = self.config.limits
-        limits.check_name(f"job {index}: type", type_)
         queue = queue or DEFAULT_QUEUE
-        limits.check_name(f"job {index}: queue", queue)
+        limits.check_job_names(index, type_, queue)
         priority = DEFAULT_PRIORITY if priority is None else priority
         limits.check_priority(index, priority)
         limits.check_payload(index, len(payload))
@@ -253,15 +253,18 @@ class Engine:
         if run_at_ms and delay_ms:
             raise InvalidArgument(f"job {index}: give run_at or delay, not both")
         where = f"job {index}: "
-        ranges.check("run_at_ms", run_at_ms, where)
-        ranges.check("delay_ms", delay_ms, where)
-        ranges.check("timeout_ms", timeout_ms, where)
-        if max_retries is not None:
-            ranges.check("max_retries", max_retries, where)
-        if keep_completed_ms is not None:
-            ranges.check("keep_completed_ms", keep_completed_ms, where)
+        for field, value in (
+            ("run_at_ms", run_at_ms),
+            ("delay_ms", delay_ms),
+            ("timeout_ms", timeout_ms),
+            ("max_retries", max_retries),
+            ("keep_completed_ms", keep_completed_ms),
+            ("keep_result_ms", keep_result_ms),
+        ):
+            if value:  # 0 and None (not given) pass every range
+                ranges.check(field, value, where)
         ranges.check_backoff(backoff, where)
-        if len(unique_key.encode()) > 256 or not unique_key.isprintable():
+        if unique_key and (len(unique_key.encode()) > 256 or not unique_key.isprintable()):
             raise InvalidArgument(
                 f"job {index}: the unique key must be printable (no control characters) and at most 256 bytes"
             )
@@ -271,10 +274,11 @@ class Engine:
             raise InvalidArgument(f"job {index}: unique scope {unique_scope} is not queued, active or exists")
         if headers:
             limits.check_headers(index, headers)
-        if keep_result_ms is not None:
-            ranges.check("keep_result_ms", keep_result_ms, where)
         if limit_key:
             limits.check_limit_key(index, limit_key)
+        options = b""
+        if backoff is not None or keep_completed_ms is not None or headers or keep_result_ms is not None:
+            options = JobOptions(backoff, keep_completed_ms, headers or None, keep_result_ms).encode()
         return NewJob(
             type_,
             queue,
@@ -284,7 +288,7 @@ class Engine:
             run_at_ms=run_at_ms or (self.clock() + delay_ms if delay_ms else 0),
             max_retries=-1 if max_retries is None else max_retries,
             timeout_ms=timeout_ms,
-            options=JobOptions(backoff, keep_completed_ms, headers or None, keep_result_ms).encode(),
+            options=options,
             unique_key=unique_key,
             unique_scope=unique_scope,
             limit_key=limit_key,

@@ -41,6 +41,12 @@ class Limits:
         if len(self._good_names) < 100_000:  # the common case: a few queues and types, over and over
             self._good_names.add(name)
 
+    def check_job_names(self, index: int, type_: str, queue: str) -> None:
+        """A new job's type and queue names (the message is formatted only for a name not seen)."""
+        if type_ not in self._good_names or queue not in self._good_names:
+            self.check_name(f"job {index}: type", type_)
+            self.check_name(f"job {index}: queue", queue)
+
     def _check_name(self, what: str, name: str) -> None:
         if not name:
             raise InvalidArgument(f"{what} name is empty")

@@ -23,7 +23,10 @@ def system_clock() -> int:
     return _WALL_AT_START_MS + time.monotonic_ns() // 1_000_000 - _MONOTONIC_AT_START_MS
 
 
-@dataclass(frozen=True, slots=True)
+# NewJob and JobView are made once per job on every enqueue and claim. They are not frozen, because
+# a frozen dataclass's __init__ sets each field through object.__setattr__ (3.3 us for a NewJob,
+# 0.9 us without); nothing changes one after it is made, and they hash by their fields as before.
+@dataclass(slots=True, unsafe_hash=True)
 class NewJob:
     type: str
     queue: str
@@ -75,7 +78,7 @@ class Changes:
     content_type: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class JobView:
     """A job as stored: its record and its payload."""
 
