@@ -253,7 +253,7 @@ class Engine:
         if run_at_ms and delay_ms:
             raise InvalidArgument(f"job {index}: give run_at or delay, not both")
         where = f"job {index}: "
-        for field, value in (
+        for name, value in (
             ("run_at_ms", run_at_ms),
             ("delay_ms", delay_ms),
             ("timeout_ms", timeout_ms),
@@ -262,7 +262,7 @@ class Engine:
             ("keep_result_ms", keep_result_ms),
         ):
             if value:  # 0 and None (not given) pass every range
-                ranges.check(field, value, where)
+                ranges.check(name, value, where)
         ranges.check_backoff(backoff, where)
         if unique_key and (len(unique_key.encode()) > 256 or not unique_key.isprintable()):
             raise InvalidArgument(
