@@ -1,5 +1,7 @@
 """Engine values to protobuf messages and back."""
 
+from collections.abc import Callable
+
 import grpc
 
 from pyqueue.engine.cron_entry import CronEntry
@@ -12,16 +14,18 @@ from pyqueue.store.records import Status
 from pyqueue.v1 import queue_pb2 as pb
 
 
-def job_to_pb(view: JobView) -> pb.Job:
+def job_to_pb(view: JobView, make: Callable[..., pb.Job] = pb.Job) -> pb.Job:
+    """The job as a message made by `make`: pb.Job, or a repeated field's `add`, which builds it in
+    place (a message built apart is copied in: 5 us a job on a push, against 3 in place)."""
     r = view.record
-    message = pb.Job(
+    message = make(
         id=r.id,
         type=r.type,
         queue=r.queue,
         priority=r.priority,
         payload=view.payload,
         content_type=r.content_type,
-        status=pb.JobStatus.ValueType(r.status),
+        status=int(r.status),
         attempts=r.attempts,
         created_at_ms=r.created_ms,
         updated_at_ms=r.updated_ms,

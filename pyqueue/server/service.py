@@ -69,9 +69,10 @@ class QueueService(pb_grpc.QueueServicer):
             )
         except EngineError as exc:
             await abort(context, exc)
-        return pb.ListJobsResponse(
-            jobs=[job_to_pb(j) for j in page.jobs], next_cursor=page.next_cursor, prev_cursor=page.prev_cursor
-        )
+        response = pb.ListJobsResponse(next_cursor=page.next_cursor, prev_cursor=page.prev_cursor)
+        for job in page.jobs:
+            job_to_pb(job, response.jobs.add)
+        return response
 
     @answered
     async def CountJobs(self, request: pb.CountJobsRequest, context: Context) -> pb.CountJobsResponse:

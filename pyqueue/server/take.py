@@ -170,7 +170,10 @@ class TakeStream:
             idle_left = self.heartbeat_s - (time.monotonic() - self._last_sent)
             jobs = await consumer.next_jobs(max(idle_left, 0.0))
             for batch in _by_bytes(jobs):
-                message = pb.TakeResponse(jobs=pb.JobBatch(jobs=[job_to_pb(j) for j in batch]))
+                message = pb.TakeResponse()
+                add = message.jobs.jobs.add
+                for job in batch:
+                    job_to_pb(job, add)
                 if self._holding():  # taken as the message is built: nothing is sent between
                     message.jobs.ack_result.CopyFrom(self._take_held())
                 await self._send(message)
