@@ -40,15 +40,17 @@ class QueueService(pb_grpc.QueueServicer):
         engine = self.engine
         try:
             engine.check_batch(len(request.jobs))
-            for job in request.jobs:
-                self._check_owner(job.queue)
+            for queue in dict.fromkeys(job.queue for job in request.jobs):  # each name once, in order
+                self._check_owner(queue)
             jobs = [_new_job(engine, i, j) for i, j in enumerate(request.jobs)]
             ids = await engine.enqueue(jobs)
         except EngineError as exc:
             await abort(context, exc)
-        return pb.EnqueueResponse(
-            jobs=[pb.Enqueued(id=job_id, duplicate=duplicate) for job_id, duplicate in ids]
-        )
+        response = pb.EnqueueResponse()
+        add = response.jobs.add  # built in place: a message built apart is copied in
+        for job_id, duplicate in ids:
+            add(id=job_id, duplicate=duplicate)
+        return response
 
     async def EnqueueStream(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
         await answer_each(self.Enqueue, context, enqueue_refusal, self.enqueue_streams)
