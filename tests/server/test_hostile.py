@@ -37,8 +37,11 @@ def refused(call, request, code: grpc.StatusCode, hint: str) -> None:  # type: i
     ("fields", "hint"),
     [
         ({"delay_ms": BIG}, "delay_ms"),
+        ({"delay_ms": -1}, "delay_ms"),
         ({"run_at_ms": BIG}, "run_at_ms"),
         ({"keep_completed_ms": BIG}, "keep_completed_ms"),
+        ({"keep_result_ms": BIG}, "keep_result_ms"),
+        ({"max_retries": 10_001}, "max_retries"),
         ({"backoff": pb.Backoff(base_s=math.nan)}, "backoff.base_s"),
         ({"backoff": pb.Backoff(base_s=1e300)}, "backoff.base_s"),
         ({"backoff": pb.Backoff(exponent=1000)}, "backoff.exponent"),
