@@ -96,6 +96,7 @@ def rows(runs: int, jobs: int, seconds: float) -> list[Row]:
         ("the same, `--processes 2` (jobs/s)", "≥ 12,000", drain("anoop", 2), "proc2"),
         ("p99 enqueue to start at 500 jobs/s, 2 worker processes (ms)", "≤ 5", latency("p99_ms"), "p99"),
         ("batched full cycle, 1 shard, fsync (jobs/s)", "≥ 60,000", load("fsync", 1), ""),
+        ("server CPU per job on it (µs)", "≤ 12", load("fsync", 1, "server_cpu_us_per_job"), ""),
         ("the same, buffered (jobs/s)", "fsync ≥ 0.8 of it", load("buffered", 1), ""),
         ("batched full cycle, 2 shards, fsync (jobs/s)", "≥ 100,000", load("fsync", 2), ""),
     ]
