@@ -20,14 +20,20 @@ from pyqueue.engine.counts import Counts
 from pyqueue.engine.retry import JobOptions
 from pyqueue.store import keys
 from pyqueue.store.contract import Batch, Family, Store
-from pyqueue.store.records import JobRecord, Status
+from pyqueue.store.records import IN_FLIGHT, SCHEDULED, JobRecord, Status
 
 Indexed = tuple[Status, int, int, str]
 """What the status and queue index entries are derived from: status, priority, timer, queue."""
 
 
 def indexed(record: JobRecord) -> Indexed:
-    return record.status, record.priority, record.timer_ms, record.queue
+    status = record.status
+    return (
+        status,
+        record.priority,
+        record.run_at_ms if status == SCHEDULED else record.expires_ms,
+        record.queue,
+    )
 
 
 class InFlightCache:
@@ -39,7 +45,7 @@ class InFlightCache:
 
     def publish(self, changed: dict[int, JobRecord | None]) -> None:
         for job_id, record in changed.items():
-            if record is not None and record.status == Status.IN_FLIGHT:
+            if record is not None and record.status == IN_FLIGHT:
                 self.records[job_id] = record
             else:
                 self.records.pop(job_id, None)
@@ -91,12 +97,13 @@ class BatchView:
         return [self._payloads[i] or b"" for i in job_ids]
 
     def create(self, record: JobRecord, payload: bytes) -> None:
-        put = self.batch.put
-        put(Family.DATA, keys.job_key(record.id), record.encode())
-        put(Family.DATA, keys.payload_key(record.id), payload)
-        put(Family.INDEX, record.status_key(), record.status_value())
-        put(Family.INDEX, keys.queue_key(record.queue, record.status, record.id), b"")
-        put(Family.INDEX, keys.type_key(record.type, record.id), b"")
+        batch = self.batch
+        batch.put_data(keys.job_key(record.id), record.encode())
+        batch.put_data(keys.payload_key(record.id), payload)
+        put_index = batch.put_index
+        put_index(record.status_key(), record.status_value())
+        put_index(keys.queue_key(record.queue, record.status, record.id), b"")
+        put_index(keys.type_key(record.type, record.id), b"")
         if record.unique_key:
             self.set_unique(record.unique_key, record.id)
         self._seen[record.id] = self._changed[record.id] = record
@@ -107,24 +114,28 @@ class BatchView:
     def save(self, record: JobRecord, before: Indexed) -> None:
         """Write `record`, changed in place since `before = indexed(record)`, moving its index entries."""
         record.updated_ms = self.now_ms
-        self.batch.put(Family.DATA, keys.job_key(record.id), record.encode())
-        old_status, old_priority, _, old_queue = before
-        if before != indexed(record):
-            old_key, new_key = (
-                keys.status_key(old_status, record.id, old_queue, old_priority),
-                record.status_key(),
-            )
-            if old_key != new_key:
-                self.batch.delete(Family.INDEX, old_key)
-            self.batch.put(Family.INDEX, new_key, record.status_value())
-        if old_status == Status.IN_FLIGHT and record.status != Status.IN_FLIGHT:
-            self._left_flight(old_queue, record)
-        if (old_queue, old_status) != (record.queue, record.status):
-            self.batch.delete(Family.INDEX, keys.queue_key(old_queue, old_status, record.id))
-            self.batch.put(Family.INDEX, keys.queue_key(record.queue, record.status, record.id), b"")
-            self._counts[old_queue, old_status] -= 1
-            self._counts[record.queue, record.status] += 1
-        self._seen[record.id] = self._changed[record.id] = record
+        batch = self.batch
+        job_id = record.id
+        batch.put_data(keys.job_key(job_id), record.encode())
+        after = indexed(record)
+        if after != before:
+            old_status, old_priority, _, old_queue = before
+            status, priority, _, queue = after
+            new_key = keys.status_key(status, job_id, queue, priority)
+            if status != old_status or queue != old_queue or priority != old_priority:
+                old_key = keys.status_key(old_status, job_id, old_queue, old_priority)
+                if old_key != new_key:
+                    batch.delete_index(old_key)
+            batch.put_index(new_key, record.status_value())
+            if old_status == IN_FLIGHT and status != IN_FLIGHT:
+                self._left_flight(old_queue, record)
+            if status != old_status or queue != old_queue:
+                batch.delete_index(keys.queue_key(old_queue, old_status, job_id))
+                batch.put_index(keys.queue_key(queue, status, job_id), b"")
+                counts = self._counts
+                counts[old_queue, old_status] -= 1
+                counts[queue, status] += 1
+        self._seen[job_id] = self._changed[job_id] = record
 
     def _left_flight(self, queue: str, record: JobRecord) -> None:
         self.left_flight[queue] += 1
@@ -133,28 +144,28 @@ class BatchView:
 
     def delete(self, record: JobRecord) -> None:
         """Remove the job with its payload, error records and every index entry."""
-        if record.status == Status.IN_FLIGHT:
+        if record.status == IN_FLIGHT:
             self._left_flight(record.queue, record)
-        delete = self.batch.delete
-        delete(Family.DATA, keys.job_key(record.id))
-        delete(Family.DATA, keys.payload_key(record.id))
+        delete_data, delete_index = self.batch.delete_data, self.batch.delete_index
+        delete_data(keys.job_key(record.id))
+        delete_data(keys.payload_key(record.id))
         if record.options and JobOptions.decode(record.options).keep_result_ms is not None:
-            delete(Family.DATA, keys.result_key(record.id))
+            delete_data(keys.result_key(record.id))
         if record.errors:
             for attempt in range(1, record.attempts + 1):
-                delete(Family.DATA, keys.error_key(record.id, attempt))
-        delete(Family.INDEX, record.status_key())
-        delete(Family.INDEX, keys.queue_key(record.queue, record.status, record.id))
-        delete(Family.INDEX, keys.type_key(record.type, record.id))
+                delete_data(keys.error_key(record.id, attempt))
+        delete_index(record.status_key())
+        delete_index(keys.queue_key(record.queue, record.status, record.id))
+        delete_index(keys.type_key(record.type, record.id))
         if record.unique_key and self.unique_holder(record.unique_key) == record.id:
-            self.batch.delete(Family.INDEX, keys.unique_key(record.unique_key))
+            delete_index(keys.unique_key(record.unique_key))
             self._unique[record.unique_key] = None
         self._seen[record.id] = self._changed[record.id] = None
         self._payloads[record.id] = None
         self._counts[record.queue, record.status] -= 1
 
     def set_payload(self, job_id: int, payload: bytes) -> None:
-        self.batch.put(Family.DATA, keys.payload_key(job_id), payload)
+        self.batch.put_data(keys.payload_key(job_id), payload)
         self._payloads[job_id] = payload
 
     def unique_holder(self, key: str) -> int | None:
@@ -165,7 +176,7 @@ class BatchView:
         return self._unique[key]
 
     def set_unique(self, key: str, job_id: int) -> None:
-        self.batch.put(Family.INDEX, keys.unique_key(key), job_id.to_bytes(8, "big"))
+        self.batch.put_index(keys.unique_key(key), job_id.to_bytes(8, "big"))
         self._unique[key] = job_id
 
     def get_meta(self, key: bytes) -> bytes | None:

@@ -73,6 +73,28 @@ def test_a_batch_is_atomic_and_ordered(store: Store) -> None:
     assert store.get(Family.DATA, b"k") == b"2"
 
 
+def test_the_per_family_calls_write_where_their_names_say(store: Store) -> None:
+    batch = store.batch()
+    batch.put_data(b"k", b"data")
+    batch.put_index(b"k", b"index")
+    batch.put_data(b"gone", b"1")
+    batch.put_index(b"gone", b"2")
+    batch.delete_data(b"gone")
+    batch.delete_index(b"gone")
+    batch.put(Family.DATA, b"named", b"d")
+    batch.put(Family.INDEX, b"named", b"i")
+    assert len(batch) == 8  # deletes count: an empty batch is the only one not worth writing
+    store.write(batch)
+    assert store.get(Family.DATA, b"k") == b"data"
+    assert store.get(Family.INDEX, b"k") == b"index"
+    assert store.get_many(Family.DATA, [b"gone", b"named"]) == [None, b"d"]
+    assert store.get_many(Family.INDEX, [b"gone", b"named"]) == [None, b"i"]
+
+
+def test_an_empty_batch_has_no_length(store: Store) -> None:
+    assert len(store.batch()) == 0
+
+
 def test_sync_and_compact_keep_data(store: Store) -> None:
     write(store, *(("put", Family.INDEX, b"i%05d" % i, b"") for i in range(1000)))
     write(store, *(("delete", Family.INDEX, b"i%05d" % i, None) for i in range(999)))

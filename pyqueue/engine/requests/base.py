@@ -12,7 +12,7 @@ from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
 from pyqueue.store import keys
 from pyqueue.store.contract import Family
-from pyqueue.store.records import ENDED, JobRecord, Status
+from pyqueue.store.records import ENDED, IN_FLIGHT, JobRecord, Status
 
 _EVENT = {Status.COMPLETED: "completed", Status.DEAD: "dead", Status.CANCELLED: "cancelled"}
 
@@ -164,7 +164,7 @@ def check_lease(record: JobRecord | None, job_id: int, lease: int | None) -> Rej
         )
     if record is None:
         return Rejection(job_id, "NOT_FOUND", f"job {job_id} no longer exists")
-    if record.status != Status.IN_FLIGHT or record.lease != lease:
+    if record.status != IN_FLIGHT or record.lease != lease:
         return Rejection(
             job_id,
             "FAILED_PRECONDITION",

@@ -13,7 +13,7 @@ from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
 from pyqueue.store import keys
 from pyqueue.store.contract import Family
-from pyqueue.store.records import JobRecord, Status
+from pyqueue.store.records import IN_FLIGHT, READY, JobRecord, Status
 
 log = logging.getLogger("pyqueue.engine")
 T = TypeVar("T")
@@ -54,35 +54,42 @@ class Claim(Request):
         self.untaken.clear()
 
     def apply(self, view: BatchView) -> None:
+        queues = self.holder.queues
         valid = [
             r
             for r in _readable(view.records, self.job_ids)
             # Not valid: a stale hint (deleted, moved to another queue, or changed since it was queued).
-            if r is not None and r.status == Status.READY and r.queue in self.holder.queues
+            if r is not None and r.status == READY and r.queue in queues
         ]
         payloads = _readable(view.payloads, [r.id for r in valid])
+        now = view.now_ms
+        starts_now = not self.holder.reports_starts  # else the worker says when it begins
+        waits = view.waits
+        taken, untaken, save = self.taken, self.untaken, view.save
         used = 0
         chosen: list[bytes] = []
         for record, payload in zip(valid, payloads, strict=True):
             if payload is None:
                 continue  # unreadable: set aside (logged), never offered again until repaired
-            if self.untaken or (chosen and used + len(payload) > self.budget_bytes):
-                self.untaken.append(record)  # and every one after it: the order holds
+            if untaken or (chosen and used + len(payload) > self.budget_bytes):
+                untaken.append(record)  # and every one after it: the order holds
                 continue
             used += len(payload)
             chosen.append(payload)
-            view.waits.setdefault(record.queue, []).append((view.now_ms - record.updated_ms) / 1000)
+            queue_waits = waits.get(record.queue)
+            if queue_waits is None:
+                queue_waits = waits[record.queue] = []
+            queue_waits.append((now - record.updated_ms) / 1000)
             before = indexed(record)
-            record.status = Status.IN_FLIGHT
+            record.status = IN_FLIGHT
             record.attempts += 1
             record.lease = (record.lease + 1) & 0xFFFFFFFF
-            starts_now = not self.holder.reports_starts  # else the worker says when it begins
-            record.started_ms = view.now_ms if starts_now else 0
-            record.expires_ms = view.now_ms + record.timeout_ms if starts_now and record.timeout_ms else 0
-            view.save(record, before)
+            record.started_ms = now if starts_now else 0
+            record.expires_ms = now + record.timeout_ms if starts_now and record.timeout_ms else 0
+            save(record, before)
             # A snapshot: the writer may change the cached record again while the loop sends this one.
-            self.taken.append(record.clone())
-        self.result = [JobView(r, p) for r, p in zip(self.taken, chosen, strict=True)]
+            taken.append(record.clone())
+        self.result = [JobView(r, p) for r, p in zip(taken, chosen, strict=True)]
 
     def on_commit(self) -> None:
         self.holder.delivered(self.result)
