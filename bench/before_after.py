@@ -2,7 +2,7 @@
 note quotes when it claims a speed-up.
 
     git worktree add /tmp/before <rev> && cp pyqueue/_native*.so /tmp/before/pyqueue/  # or build it there
-    python bench/before_after.py --before /tmp/before [--rounds 3]
+    python bench/before_after.py --before /tmp/before [--rounds 3] [--only 2,5]
 
 Each round runs every script once from the `--before` checkout, then once from this one (each
 with its own pyqueue: server, worker and client), so the machine's drift falls on both alike. It
@@ -115,18 +115,24 @@ def main() -> None:
         "--before", type=Path, required=True, help="a checkout of the earlier revision, built"
     )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated row numbers of RUNS to run (0: single_enqueue fsync ...), default all",
+    )
     args = parser.parse_args()
+    runs = [RUNS[int(i)] for i in args.only.split(",")] if args.only else RUNS
     after = HERE.parent
     seen: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.rounds):
         for name, checkout in (("before", args.before.resolve()), ("after", after)):
-            for script, script_args, figures in RUNS:
+            for script, script_args, figures in runs:
                 result = measure(checkout, script, script_args)
                 for label, key in figures:
                     seen.setdefault((label, name), []).append(float(result[key]))
     print("| figure | before | after | after/before |")
     print("|---|---|---|---|")
-    for _, _, figures in RUNS:
+    for _, _, figures in runs:
         for label, _ in figures:
             before, now = seen[label, "before"], seen[label, "after"]
             ratio = statistics.median(now) / statistics.median(before)
