@@ -112,3 +112,20 @@ def decode_record(job_id: int, raw: bytes, statuses: tuple[Any, ...]) -> tuple[A
     """Decode a record into JobRecord's constructor arguments, in its field order, with
     `statuses[code]` for its status. A damaged, truncated or newer record raises ValueError
     naming the field."""
+
+# A job's writes, built whole in one call: the record's bytes and its keys (native/src/keys.rs;
+# the same bytes as pyqueue.store.keys). A queue or type name past 255 bytes raises ValueError.
+def create_entries(record: Any) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]:
+    """A new job's writes: (job key, encoded record, payload key, status key, status value,
+    queue key, type key)."""
+
+def save_entries(
+    record: Any, old_status: int, old_priority: int, old_timer_ms: int, old_queue: str
+) -> tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes | None, bytes | None]:
+    """A changed record's writes against what its index entries derived from before: (job key,
+    encoded record, status key to delete, status key to put, its value, queue key to delete,
+    queue key to put); None where nothing is to be done."""
+
+def delete_keys(record: Any) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """What a deleted job's removal names besides its error and result records: (job key,
+    payload key, status key, queue key, type key)."""

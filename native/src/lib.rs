@@ -5,6 +5,7 @@
 
 pub mod coalescer;
 pub mod keyed;
+pub mod keys;
 pub mod limits;
 pub mod ready;
 pub mod record;

@@ -16,6 +16,7 @@ after the batch that changed them was written.
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
+from pyqueue._native import create_entries, delete_keys, save_entries
 from pyqueue.engine.counts import Counts
 from pyqueue.engine.retry import JobOptions
 from pyqueue.store import keys
@@ -97,13 +98,14 @@ class BatchView:
         return [self._payloads[i] or b"" for i in job_ids]
 
     def create(self, record: JobRecord, payload: bytes) -> None:
+        job_key, value, payload_key, status_key, status_value, queue_key, type_key = create_entries(record)
         batch = self.batch
-        batch.put_data(keys.job_key(record.id), record.encode())
-        batch.put_data(keys.payload_key(record.id), payload)
+        batch.put_data(job_key, value)
+        batch.put_data(payload_key, payload)
         put_index = batch.put_index
-        put_index(record.status_key(), record.status_value())
-        put_index(keys.queue_key(record.queue, record.status, record.id), b"")
-        put_index(keys.type_key(record.type, record.id), b"")
+        put_index(status_key, status_value)
+        put_index(queue_key, b"")
+        put_index(type_key, b"")
         if record.unique_key:
             self.set_unique(record.unique_key, record.id)
         self._seen[record.id] = self._changed[record.id] = record
@@ -112,30 +114,31 @@ class BatchView:
         self.events["enqueued", record.queue] += 1
 
     def save(self, record: JobRecord, before: Indexed) -> None:
-        """Write `record`, changed in place since `before = indexed(record)`, moving its index entries."""
+        """Write `record`, changed in place since `before = indexed(record)`, moving its index
+        entries: one native call builds the record's bytes and every key that moves."""
         record.updated_ms = self.now_ms
         batch = self.batch
-        job_id = record.id
-        batch.put_data(keys.job_key(job_id), record.encode())
-        after = indexed(record)
-        if after != before:
-            old_status, old_priority, _, old_queue = before
-            status, priority, _, queue = after
-            new_key = keys.status_key(status, job_id, queue, priority)
-            if status != old_status or queue != old_queue or priority != old_priority:
-                old_key = keys.status_key(old_status, job_id, old_queue, old_priority)
-                if old_key != new_key:
-                    batch.delete_index(old_key)
-            batch.put_index(new_key, record.status_value())
+        job_key, value, old_status_key, status_key, status_value, old_queue_key, queue_key = save_entries(
+            record, *before
+        )
+        batch.put_data(job_key, value)
+        if status_key is not None:  # what the entries derive from changed
+            assert status_value is not None
+            if old_status_key is not None:
+                batch.delete_index(old_status_key)
+            batch.put_index(status_key, status_value)
+            old_status, _, _, old_queue = before
+            status = record.status
             if old_status == IN_FLIGHT and status != IN_FLIGHT:
                 self._left_flight(old_queue, record)
-            if status != old_status or queue != old_queue:
-                batch.delete_index(keys.queue_key(old_queue, old_status, job_id))
-                batch.put_index(keys.queue_key(queue, status, job_id), b"")
+            if queue_key is not None:  # its queue or its status changed
+                assert old_queue_key is not None
+                batch.delete_index(old_queue_key)
+                batch.put_index(queue_key, b"")
                 counts = self._counts
                 counts[old_queue, old_status] -= 1
-                counts[queue, status] += 1
-        self._seen[job_id] = self._changed[job_id] = record
+                counts[record.queue, status] += 1
+        self._seen[record.id] = self._changed[record.id] = record
 
     def _left_flight(self, queue: str, record: JobRecord) -> None:
         self.left_flight[queue] += 1
@@ -147,16 +150,17 @@ class BatchView:
         if record.status == IN_FLIGHT:
             self._left_flight(record.queue, record)
         delete_data, delete_index = self.batch.delete_data, self.batch.delete_index
-        delete_data(keys.job_key(record.id))
-        delete_data(keys.payload_key(record.id))
+        job_key, payload_key, status_key, queue_key, type_key = delete_keys(record)
+        delete_data(job_key)
+        delete_data(payload_key)
         if record.options and JobOptions.decode(record.options).keep_result_ms is not None:
             delete_data(keys.result_key(record.id))
         if record.errors:
             for attempt in range(1, record.attempts + 1):
                 delete_data(keys.error_key(record.id, attempt))
-        delete_index(record.status_key())
-        delete_index(keys.queue_key(record.queue, record.status, record.id))
-        delete_index(keys.type_key(record.type, record.id))
+        delete_index(status_key)
+        delete_index(queue_key)
+        delete_index(type_key)
         if record.unique_key and self.unique_holder(record.unique_key) == record.id:
             delete_index(keys.unique_key(record.unique_key))
             self._unique[record.unique_key] = None
