@@ -87,15 +87,23 @@ def measure(checkout: Path, script: str, args: list[str]) -> dict[str, float]:
     """One run of this checkout's `script` with `checkout`'s pyqueue first on the path: its server,
     its worker and its client (the scripts start them all from the pyqueue they import)."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    done = subprocess.run(
-        [sys.executable, str(HERE / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=True,
-        cwd=checkout,
-        env=env,
-    )
+    for attempt in (1, 2):
+        done = subprocess.run(
+            [sys.executable, str(HERE / script), *args],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=checkout,
+            env=env,
+        )
+        if done.returncode == 0:
+            break
+        # Say why, then run it once more: one failed run should not throw away the others.
+        print(
+            f"{script} {' '.join(args)} failed in {checkout} (try {attempt}):\n{done.stderr[-2000:]}",
+            file=sys.stderr,
+        )
+    done.check_returncode()
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
