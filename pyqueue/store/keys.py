@@ -13,6 +13,10 @@ index family (range scans):
 
 Names are length-prefixed so that one queue's range never runs into another whose name it
 prefixes ("mail" and "mailer").
+
+The keys a job's writes name (J, P, S, Q, T) are also built in native/src/keys.rs, one call per
+record written (pyqueue.engine.view); tests/store/test_entries.py holds both to the same bytes.
+This module stays the reference, and what reads and scans use.
 """
 
 import functools
