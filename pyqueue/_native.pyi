@@ -129,3 +129,8 @@ def save_entries(
 def delete_keys(record: Any) -> tuple[bytes, bytes, bytes, bytes, bytes]:
     """What a deleted job's removal names besides its error and result records: (job key,
     payload key, status key, queue key, type key)."""
+
+def encode_push(views: list[Any], ack_result: bytes) -> bytes:
+    """A push's bytes (native/src/push.rs): a TakeResponse whose JobBatch holds each JobView of
+    `views` (plain jobs only: no unique key, no options, no result; pyqueue.server.convert sends
+    the others) and `ack_result`, an AckResult already serialised (empty: none)."""

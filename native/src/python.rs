@@ -7,6 +7,7 @@
 
 use crate::coalescer::Coalescer as CoreCoalescer;
 use crate::keys::{self, Indexed, NameTooLong};
+use crate::push;
 use crate::ready::{claim, has_claimable, Lane, ReadyIndex as CoreReadyIndex};
 use crate::record::{saturate, Record, RecordError};
 use crate::timers::TimerSet as CoreTimerSet;
@@ -15,7 +16,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOverflowError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -552,6 +553,31 @@ fn delete_keys<'py>(record: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>>
     )
 }
 
+/// A push's bytes, a `TakeResponse` with a `JobBatch`: each of `views` (JobViews of plain jobs:
+/// no unique key, no options, no result) and `ack_result`, an `AckResult` already serialised
+/// (empty: none).
+#[pyfunction]
+fn encode_push<'py>(
+    views: &Bound<'py, PyList>,
+    ack_result: &[u8],
+) -> PyResult<Bound<'py, PyBytes>> {
+    let py = views.py();
+    let mut jobs = Vec::with_capacity(views.len());
+    for view in views.iter() {
+        let record = view.getattr(intern!(py, "record"))?;
+        let payload = view
+            .getattr(intern!(py, "payload"))?
+            .cast_into::<PyBytes>()?;
+        let fields = Fields::read(&record)?;
+        let r = fields.record(read_started(&record)?)?;
+        let mut encoded =
+            Vec::with_capacity(64 + payload.as_bytes().len() + r.queue.len() + r.job_type.len());
+        push::job(&mut encoded, fields.id, &r, payload.as_bytes());
+        jobs.push(encoded);
+    }
+    Ok(PyBytes::new(py, &push::take_response(&jobs, ack_result)))
+}
+
 /// Decode a record into the JobRecord constructor's arguments, in its field order:
 /// (job_id, status, queue, type, priority, created_ms, updated_ms, attempts, max_retries, lost,
 /// errors, lease, timeout_ms, run_at_ms, expires_ms, content_type, unique_key, options,
@@ -606,6 +632,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(create_entries, m)?)?;
     m.add_function(wrap_pyfunction!(save_entries, m)?)?;
     m.add_function(wrap_pyfunction!(delete_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_push, m)?)?;
     m.add("CoalescerClosed", m.py().get_type::<CoalescerClosed>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

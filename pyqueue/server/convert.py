@@ -4,6 +4,7 @@ from collections.abc import Callable
 
 import grpc
 
+from pyqueue._native import encode_push
 from pyqueue.engine.cron_entry import CronEntry
 from pyqueue.engine.errors import InvalidArgument
 from pyqueue.engine.model import Changes, ErrorEntry, JobView, Outcome, shown_unique_key
@@ -48,6 +49,21 @@ def job_to_pb(view: JobView, make: Callable[..., pb.Job] = pb.Job) -> pb.Job:
         message.wants_result = options.keep_result_ms is not None
     if view.result is not None:
         message.result = view.result
+    return message
+
+
+def push_message(batch: list[JobView], held: pb.AckResult | None) -> pb.TakeResponse | bytes:
+    """A delivery: `batch` in a JobBatch, with the ack answers `held` for it. Plain jobs (no unique
+    key, no options: nearly all) are encoded natively, straight to the message's bytes (the Take
+    stream's serializer passes bytes through); the rest are built here, as `job_to_pb` shows them."""
+    if all(not (v.record.unique_key or v.record.options) and v.result is None for v in batch):
+        return encode_push(batch, held.SerializeToString() if held is not None else b"")
+    message = pb.TakeResponse()
+    add = message.jobs.jobs.add
+    for job in batch:
+        job_to_pb(job, add)
+    if held is not None:
+        message.jobs.ack_result.CopyFrom(held)
     return message
 
 

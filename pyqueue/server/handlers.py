@@ -30,13 +30,22 @@ def add_queue_service(servicer: Any, server: grpc.aio.Server, guard: Guard | Non
         behavior = getattr(servicer, method.name)
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _streaming(method.name, behavior, decode, guard), response_serializer=encode
+                _streaming(method.name, behavior, decode, guard), response_serializer=_passing_bytes(encode)
             )
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
                 _unary(method.name, behavior, decode, guard), response_serializer=encode
             )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
+
+
+def _passing_bytes(encode: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """A stream's serializer: a message already encoded (a push built natively) goes as it is."""
+
+    def serialize(message: Any) -> bytes:
+        return message if message.__class__ is bytes else encode(message)
+
+    return serialize
 
 
 def _peer(context: Context) -> str:

@@ -25,7 +25,7 @@ from pyqueue.engine import Engine, EngineError, Failure
 from pyqueue.engine.consumer import Consumer
 from pyqueue.engine.model import JobView, Outcome, Rejection
 from pyqueue.engine.ranges import clip_text
-from pyqueue.server.convert import ack_result, fail_result, job_to_pb
+from pyqueue.server.convert import ack_result, fail_result, push_message
 from pyqueue.server.status import EOF, Context, abort
 from pyqueue.v1 import queue_pb2 as pb
 
@@ -170,17 +170,12 @@ class TakeStream:
             idle_left = self.heartbeat_s - (time.monotonic() - self._last_sent)
             jobs = await consumer.next_jobs(max(idle_left, 0.0))
             for batch in _by_bytes(jobs):
-                message = pb.TakeResponse()
-                add = message.jobs.jobs.add
-                for job in batch:
-                    job_to_pb(job, add)
-                if self._holding():  # taken as the message is built: nothing is sent between
-                    message.jobs.ack_result.CopyFrom(self._take_held())
-                await self._send(message)
+                # The held answers are taken as the message is built: nothing is sent between.
+                await self._send(push_message(batch, self._take_held() if self._holding() else None))
             if not jobs and not consumer.closed and time.monotonic() - self._last_sent >= self.heartbeat_s:
                 await self._send(pb.TakeResponse(heartbeat=pb.Heartbeat(server_time_ms=self.engine.clock())))
 
-    async def _send(self, message: pb.TakeResponse) -> None:
+    async def _send(self, message: pb.TakeResponse | bytes) -> None:
         async with self._send_lock:
             try:
                 async with asyncio.timeout(SEND_TIMEOUT_S):  # no task per message, unlike wait_for
