@@ -12,10 +12,16 @@ Uses Django's own `django.tasks` (Django 6+), or the `django-tasks` backport on 
 Priorities map from Django's -100 (last) .. 100 (first) onto pyqueue's 0 (first) .. 65535.
 Results: status, timestamps, attempts and errors come from the job, and `return_value` from the
 result the job keeps (for KEEP_COMPLETED seconds, like the job). `takes_context` tasks are refused.
+Database connections are looked after as Django's request cycle does: a sync task starts and ends
+with `close_old_connections()`, so a worker thread never runs a job on a connection the database
+dropped, nor keeps one open between jobs past CONN_MAX_AGE.
 """
 
+import functools
+import inspect
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -167,13 +173,37 @@ class DjangoApp(App):
                 return None
             if not isinstance(task, Task):
                 return None
-            function = self.jobs[name] = JobFunction(self, task.func, name, Options(queue=task.queue_name))
+            function = self.jobs[name] = JobFunction(
+                self, _in_connection_cycle(task.func), name, Options(queue=task.queue_name)
+            )
         return function
 
     @property
     def queues(self) -> list[str]:
         self._setup()
         return sorted({q for c in self._configs for q in c.get("QUEUES", ["default"])}) or ["default"]
+
+
+def _in_connection_cycle(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` between two `close_old_connections()`, as Django wraps a request: each worker thread
+    holds its own connections, and without this one the database closed (a restart, an idle
+    timeout, a pooler) would fail every later job on that thread, and CONN_MAX_AGE would never
+    apply. Async tasks reach the database through sync_to_async threads, which Django's own
+    async handling covers; they are left as they are."""
+    if inspect.iscoroutinefunction(fn):
+        return fn
+    from django.db import close_old_connections, reset_queries
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        reset_queries()
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return run
 
 
 app = DjangoApp()
