@@ -188,8 +188,8 @@ def _in_connection_cycle(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` between two `close_old_connections()`, as Django wraps a request: each worker thread
     holds its own connections, and without this one the database closed (a restart, an idle
     timeout, a pooler) would fail every later job on that thread, and CONN_MAX_AGE would never
-    apply. Async tasks reach the database through sync_to_async threads, which Django's own
-    async handling covers; they are left as they are."""
+    apply. Async tasks are left as they are: their queries share sync_to_async's one thread with
+    every other async task in flight, so a close between them would cut into another task."""
     if inspect.iscoroutinefunction(fn):
         return fn
     from django.db import close_old_connections, reset_queries
