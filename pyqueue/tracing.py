@@ -6,6 +6,7 @@ span, so a trace shows the request that enqueued a job and the job's run togethe
 the job waited. Without opentelemetry both steps do nothing.
 """
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -29,15 +30,38 @@ def context_headers() -> dict[str, str] | None:
     return headers
 
 
+SDK_CHECK_EVERY_S = 1.0
+"""How long "no SDK is set up" is believed before it is asked again: asking reads the environment
+(opentelemetry's `get_tracer_provider`), about 4% of a no-op job's worker time. A tracer provider
+set while the worker runs is used from the next check on."""
+
+clock = time.monotonic  # tests move it on
+_no_sdk_until = 0.0
+
+
+def wanted(job: Any) -> bool:
+    """Whether a handler of this job runs in a span: there is a trace to continue, or an SDK to
+    record a new one. Without either, a span would be a no-op that costs a no-op job's worker about
+    a tenth of its time."""
+    global _no_sdk_until
+    if not ENABLED:
+        return False
+    if job.headers:
+        return True
+    now = clock()
+    if now < _no_sdk_until:
+        return False
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        _no_sdk_until = now + SDK_CHECK_EVERY_S
+        return False
+    return True
+
+
 @contextmanager
 def handling(job: Any) -> Iterator[Any]:
     """The span a handler runs in: a child of the producer's context, linked to its span. Yields
-    the span (None without opentelemetry) so the caller can mark a failed attempt."""
-    if not ENABLED or (
-        not job.headers and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-    ):
-        # No trace to continue and no SDK to record one: a span would be a no-op that costs a
-        # no-op job's worker about a tenth of its time.
+    the span (None when the job is not `wanted`) so the caller can mark a failed attempt."""
+    if not wanted(job):
         yield None
         return
     parent = propagate.extract(dict(job.headers))

@@ -93,14 +93,20 @@ async def execute(
     current = current or CurrentJob(job)
     token = _CURRENT.set(current)
     try:
+        if not tracing.wanted(job):  # the common case, without a context manager's cost
+            return await _traced(run, job, current, None)
         with tracing.handling(job) as span:
-            outcome, value = await _attempt(run, job.payload, job.timeout_ms, current)
-            if outcome.kind == "ok" and job.wants_result:
-                outcome = _result(value)
-            if outcome.kind != "ok":
-                tracing.failed(span, outcome.kind, outcome.message)
+            return await _traced(run, job, current, span)
     finally:
         _CURRENT.reset(token)
+
+
+async def _traced(run: Callable[[Any], Awaitable[Any]], job: Job, current: CurrentJob, span: Any) -> Outcome:
+    outcome, value = await _attempt(run, job.payload, job.timeout_ms, current)
+    if outcome.kind == "ok" and job.wants_result:
+        outcome = _result(value)
+    if outcome.kind != "ok":
+        tracing.failed(span, outcome.kind, outcome.message)
     return outcome
 
 
@@ -114,17 +120,20 @@ def _result(value: Any) -> Outcome:
 async def _attempt(
     run: Callable[[Any], Awaitable[Any]], payload: Any, timeout_ms: int, current: CurrentJob
 ) -> tuple[Outcome, Any]:
-    limit = asyncio.timeout(timeout_ms / 1000 if timeout_ms else None)
+    limit = asyncio.timeout(timeout_ms / 1000) if timeout_ms else None
     try:
-        async with limit:
+        if limit is None:  # no time limit (the default): no Timeout to arm and disarm
             value = await run(payload)
+        else:
+            async with limit:
+                value = await run(payload)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if not current.cancelled or (task is not None and task.cancelling()):
             raise  # the worker itself is stopping, not this job
         return Outcome("cancelled", "cancelled by request", "Cancelled"), None
     except TimeoutError as exc:
-        if not limit.expired():
+        if limit is None or not limit.expired():
             return _error(exc), None  # the handler's own time-out, not ours
         over = TimeLimitExceeded(f"ran past its time limit of {timeout_ms / 1000:g}s")
         return Outcome("timeout", str(over), "TimeLimitExceeded", error=over), None

@@ -143,3 +143,38 @@ print("ok")
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_no_sdk_is_asked_once_a_second_and_a_provider_set_later_is_used(tmp_path: Path) -> None:
+    """Asking opentelemetry for its provider reads the environment: the answer "no SDK" is kept
+    for SDK_CHECK_EVERY_S, so a crowd of jobs asks once; a provider set while the worker runs is
+    used from the next check on."""
+    script = """
+from types import SimpleNamespace
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from pyqueue import tracing
+asked = [0]
+real = trace.get_tracer_provider
+def counted():
+    asked[0] += 1
+    return real()
+trace.get_tracer_provider = counted
+now = [1000.0]
+tracing.clock = lambda: now[0]
+job = SimpleNamespace(headers={}, queue="q", id=1, type="t", attempts=1)
+assert not any(tracing.wanted(job) for _ in range(1000))
+assert asked[0] == 1, asked
+trace.set_tracer_provider(TracerProvider())
+now[0] += tracing.SDK_CHECK_EVERY_S / 2
+assert not tracing.wanted(job) and asked[0] == 1  # the kept answer holds until it runs out
+now[0] += tracing.SDK_CHECK_EVERY_S
+assert tracing.wanted(job) and asked[0] == 2
+with tracing.handling(job) as span:
+    assert span is not None
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
