@@ -287,17 +287,23 @@ class Consumer:
         self._credit_freed()
 
     def start(self, pairs: Sequence[tuple[int, int]]) -> None:
-        """The worker began these attempts: their time limit runs from now."""
+        """The worker began these attempts: their time limit runs from now. The server fails one
+        `time_limit_grace_ms` past it: the worker, keeping the same limit, answers first while it lives."""
         now = self.engine.clock()
+        grace = self._grace_ms()
         started = []
         for job_id, lease in self._held(pairs):
             held = self.held[job_id]
             if held.started_ms:
                 continue
             held.started_ms = now
-            started.append((job_id, lease, now + held.timeout_ms if held.timeout_ms else 0))
+            started.append((job_id, lease, now + held.timeout_ms + grace if held.timeout_ms else 0))
         if started:
             self.engine.mark_started_soon(started, now)
+
+    def _grace_ms(self) -> int:
+        # Only a stream that reports starts keeps the limit itself (pyqueue worker does).
+        return self.engine.config.time_limit_grace_ms if self.reports_starts else 0
 
     async def extend(self, pairs: Sequence[tuple[int, int]], extend_ms: int) -> list[int]:
         """Move lease deadlines, never past the attempt's start plus its timeout."""
@@ -310,7 +316,8 @@ class Consumer:
                 continue
             deadline = now + span
             if held.timeout_ms:
-                deadline = min(deadline, (held.started_ms or now) + held.timeout_ms)
+                limit = (held.started_ms or now) + held.timeout_ms
+                deadline = min(deadline, limit + self._grace_ms())
             wanted.append((job_id, lease, deadline))
         return await self.engine.set_deadlines(wanted) if wanted else []
 

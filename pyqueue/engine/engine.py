@@ -74,6 +74,9 @@ class EngineConfig:
     alarms: AlarmConfig = field(default_factory=AlarmConfig)
     min_free_bytes: int = 0  # refuse enqueues below this much free disk (0: no guard)
     unique_per_queue: bool = False  # every unique key holds within its queue only
+    # How long past an attempt's time limit the server fails it, when its worker reported the start:
+    # a live worker fails it itself at the limit (with its own error), and this is the backstop.
+    time_limit_grace_ms: int = 1000
     on_fatal: Callable[[BaseException], None] = _exit_now
 
 

@@ -1,7 +1,8 @@
 """Running one job under its time limit, and what became of it: the rules `pyqueue worker` and
 `drain()` share.
 
-The limit is the job's `timeout_ms`, counted from the start (the server counts the same). Past it:
+The limit is the job's `timeout_ms`, counted from the start (the server counts the same, and fails
+the attempt itself a grace later if no answer came). Past it:
 - an async handler is cancelled;
 - a sync handler in a thread cannot be stopped by Python: the thread is abandoned (it runs on,
   its result is ignored) and the slot is freed; `Outcome.abandoned` says so;
