@@ -19,7 +19,14 @@ def load_app(target: str) -> object:
 
 @click.command()
 @click.argument("target", metavar="MODULE:APP")
-@click.option("--queues", default="", help="Comma-separated queues (default: the app's job queues).")
+@click.option(
+    "--queues",
+    "--queue",
+    "-Q",
+    multiple=True,
+    help="Queues to take jobs from: comma-separated, or the option repeated (default: the app's job "
+    "queues).",
+)
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 2500),
@@ -63,7 +70,7 @@ def load_app(target: str) -> object:
 def worker(
     ctx: click.Context,
     target: str,
-    queues: str,
+    queues: tuple[str, ...],
     concurrency: int | None,
     grace: float,
     pool: str,
@@ -90,7 +97,7 @@ def worker(
     if ctx.obj and ctx.obj.get("address_given"):
         app.address = ctx.obj["address"]
     config = WorkerConfig(
-        queues=tuple(q for q in queues.split(",") if q),
+        queues=tuple(dict.fromkeys(q for given in queues for q in given.split(",") if q)),
         concurrency=concurrency,
         grace_s=grace,
         pool=pool,

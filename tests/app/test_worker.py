@@ -228,3 +228,19 @@ def test_enqueue_many_checks_every_call_then_sends_one_request(
     ]
     assert {client.get_job(j.id).priority for j in jobs} == {7}
     assert app.client.enqueue_calls == calls_before, "one Enqueue, not through the single-job batcher"
+
+
+def test_queues_are_chosen_by_list_or_by_repeating_the_option(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`--queues a,b`, `--queue a --queue b` and `-Q a -Q b` alike (Celery and Dramatiq users type
+    the last two); a queue left out is not served."""
+    log = tmp_path / "ran.log"
+    for n, queue in enumerate(["first", "second", "third"]):
+        sample_app.add.options(queue=queue).enqueue(n, 100)
+    left_out = sample_app.add.options(queue="left-out").enqueue(0, 0)
+    worker = start_worker(server, log, "--queue", "first", "-Q", "second", "--queues", "third,first")
+    try:
+        assert sorted(wait_for_lines(log, 3)) == ["add 100", "add 101", "add 102"]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=30)
+    assert client.get_job(left_out.id).status == "ready"
