@@ -24,8 +24,7 @@ def load_app(target: str) -> object:
     "--queue",
     "-Q",
     multiple=True,
-    help="Queues to take jobs from: comma-separated, or the option repeated (default: the app's job "
-    "queues).",
+    help="Queues to take jobs from: comma-separated, or the option repeated (default: the app's job queues).",
 )
 @click.option(
     "--concurrency",
