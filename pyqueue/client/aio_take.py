@@ -41,6 +41,7 @@ class AsyncTakeStream:
         self._cancelled_jobs: Callable[[list[int]], None] = lambda job_ids: None
         self._stale_after_s = stale_after_s
         self.last_heard = time.monotonic()
+        self._heard = asyncio.Event()  # the server has answered once: the stream is up
         subscribe = pb.TakeRequest(
             subscribe=pb.Subscribe(
                 queues=queues,
@@ -73,6 +74,8 @@ class AsyncTakeStream:
         try:
             async for response in self._call:
                 self.last_heard = time.monotonic()
+                if not self._heard.is_set():
+                    self._heard.set()
                 kind = response.WhichOneof("kind")
                 if kind == "jobs":
                     if response.jobs.HasField("ack_result"):  # answers that came with the jobs
@@ -260,6 +263,11 @@ class AsyncTakeStream:
     def server_stopping(self) -> bool:
         """The server said it is stopping (see TakeStream.server_stopping)."""
         return self._stopping
+
+    async def connected(self) -> None:
+        """Return once the server has sent something on this stream (jobs, or the heartbeat it
+        sends within its heartbeat interval): the subscription was taken, not just the call made."""
+        await self._heard.wait()
 
     def _check_alive(self) -> None:
         if time.monotonic() - self.last_heard > self._stale_after_s:

@@ -59,6 +59,9 @@ class PerShard(Generic[S]):
     def server_stopping(self) -> bool:
         return any(stream._stopping for stream in self._by_shard.values())  # type: ignore[attr-defined]
 
+    async def connected(self) -> None:
+        await asyncio.gather(*(stream.connected() for stream in self._by_shard.values()))  # type: ignore[attr-defined]
+
     def _check_alive(self) -> None:
         for stream in self._by_shard.values():
             stream._check_alive()  # type: ignore[attr-defined]

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +178,9 @@ class Worker:
 
     async def _serve(self) -> None:
         delay = 0.1
+        lost_at: float | None = None  # when the server was lost, until a stream is up again
         while not self.stopping.is_set():
+            up: asyncio.Future[None] | None = None
             try:
                 async with (
                     AsyncClient(self.app.address) as client,
@@ -185,14 +188,25 @@ class Worker:
                         self.queues, prefetch=self.concurrency * self.config.prefetch_multiplier
                     ) as stream,
                 ):
+                    up = asyncio.ensure_future(stream.connected())
+                    if lost_at is not None:
+                        up.add_done_callback(_say_back(lost_at))
                     await self._consume(stream)
-                delay = 0.1
+                delay, lost_at = 0.1, None
             except PyQueueError as exc:
                 if self.stopping.is_set():
                     break
+                # A stream that was up starts the backoff over: the server's next restart is
+                # not waited out at the longest delay the last outage reached.
+                if up is not None and up.done() and not up.cancelled():
+                    delay, lost_at = 0.1, None
+                lost_at = lost_at if lost_at is not None else time.monotonic()
                 log.warning("lost the server (%s: %s); reconnecting in %.1fs", exc.code.name, exc, delay)
                 await _sleep_unless(self.stopping, delay)
                 delay = min(delay * 2, self.config.reconnect_max_s)
+            finally:
+                if up is not None:
+                    up.cancel()
 
     def _on_cancel(self, job_ids: list[int]) -> None:
         """The server cancelled jobs held here: stop those running (an async handler is
@@ -377,6 +391,14 @@ async def _first(work: Any, stop: "asyncio.Future[Any]", on_lost: Any = None) ->
         if on_lost is not None:
             on_lost()  # it completed before the cancel reached it
     return False
+
+
+def _say_back(lost_at: float) -> "Callable[[asyncio.Future[None]], None]":
+    def say(up: "asyncio.Future[None]") -> None:
+        if not up.cancelled():
+            log.info("connected to the server again after %.1fs", time.monotonic() - lost_at)
+
+    return say
 
 
 async def _sleep_unless(event: asyncio.Event, seconds: float) -> None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import ServerProcess, wait_gone, wait_status
+from harness import ProcessOutput, ServerProcess, wait_gone, wait_status
 
 import pyqueue
 
@@ -161,19 +161,31 @@ def test_sigterm_lets_running_jobs_finish(app, client, server, tmp_path) -> None
 def test_worker_reconnects_when_the_server_restarts(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
     log = tmp_path / "ran.log"
     worker = start_worker(server, log)
+    output = ProcessOutput(worker)
     try:
         first = sample_app.add.enqueue(1, 1)
         assert wait_for_lines(log, 1) == ["add 2"]
         assert wait_gone(client, first.id)  # acked before the server stops
         server.stop()
+        output.wait_lines("reconnecting in 0.8s")  # a long outage: the backoff has grown
         server.restart()  # same port
         with pyqueue.Client(server.address) as fresh:
             fresh.enqueue("sample_app.add", {"args": [2, 2], "kwargs": {}}, queue="work")
-        assert wait_for_lines(log, 2, timeout=30)[1] == "add 4"
+            assert wait_for_lines(log, 2, timeout=30)[1] == "add 4"
+            output.wait_lines("connected to the server again after")
+            # The next restart (a deploy) starts the backoff over, not at the last outage's delay.
+            lost = len(output.wait_lines("lost the server"))
+            server.stop()
+            again = output.wait_lines("lost the server", lost + 1)[lost]
+            assert "reconnecting in 0.1s" in again, again
+        server.restart()
+        with pyqueue.Client(server.address) as fresh:
+            fresh.enqueue("sample_app.add", {"args": [3, 3], "kwargs": {}}, queue="work")
+        assert wait_for_lines(log, 3, timeout=30)[2] == "add 6"
     finally:
         worker.send_signal(signal.SIGTERM)
-        out, _ = worker.communicate(timeout=30)
-    assert "lost the server" in out
+        out = output.finish(timeout=30)
+    assert out.count("connected to the server again after") == 2, out
 
 
 def test_drain_runs_jobs_in_process(app: pyqueue.App, client: pyqueue.Client) -> None:
