@@ -26,6 +26,7 @@ from pyqueue.server.handlers import SERVICE, add_queue_service
 from pyqueue.server.http import HttpEndpoint
 from pyqueue.server.rights import Guard
 from pyqueue.server.service import QueueService
+from pyqueue.server.shutdown import CallsInHand, stop_server
 from pyqueue.server.summary import Summaries
 from pyqueue.store import RocksStore, StoreDamagedError
 from pyqueue.v1 import queue_pb2 as pb
@@ -53,12 +54,13 @@ async def start_grpc(
     guard: Guard | None = None,
     tls: TlsFiles | None = None,
     internal: bool = False,
+    calls: CallsInHand | None = None,
 ) -> tuple[grpc.aio.Server, Any, str, str]:
     """A gRPC server with the Queue service, health and reflection, listening; (server, health,
     address, internal address). With `internal`, a TLS server also listens in plaintext on a
     loopback port, for its supervisor's router (tokens are checked there all the same)."""
     server = grpc.aio.server(options=options)
-    add_queue_service(servicer, server, guard)
+    add_queue_service(servicer, server, guard, calls)
     health_service = health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
     names = (pb.DESCRIPTOR.services_by_name["Queue"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
@@ -103,8 +105,9 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     service = QueueService(engine, config)
     authority = Authority.load(config.auth_file) if config.auth_file else None
     guard = Guard(authority, engine.job_queues, engine.cron_queue)
+    calls = CallsInHand()
     server, health_service, address, internal = await start_grpc(
-        service, config.listen, config.grpc_options(), guard, config.tls, internal=True
+        service, config.listen, config.grpc_options(), guard, config.tls, internal=True, calls=calls
     )
     service.address = advertised(address, config.advertise)
     if internal:
@@ -136,9 +139,7 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     await summaries.stop()
     log.info("shutting down: finishing calls in hand")
     await health_service.enter_graceful_shutdown()
-    stopping = loop.create_task(server.stop(config.shutdown_grace_s))
-    service.end_streams()
-    await stopping
+    await stop_server(server, calls, config.shutdown_grace_s, service.end_streams)
     await engine.stop()
     store.close()
     stats = " ".join(f"{k}={v}" for k, v in sorted(engine.stats.items()))

@@ -2,7 +2,8 @@
 generated `add_QueueServicer_to_server`, for two reasons: requests arrive as bytes and are decoded
 here, so an undecodable one is answered INVALID_ARGUMENT saying so (grpc's own decoding answers
 UNKNOWN with a Python exception's text); and each decoded request passes the guard (tokens and
-rights, rights.py) before any servicer code runs."""
+rights, rights.py) before any servicer code runs. Every call is counted while it is in hand, so a
+stopping server knows when it has none left (shutdown.py)."""
 
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from google.protobuf.message import DecodeError
 from pyqueue.engine.errors import EngineError
 from pyqueue.server.auth import Principal
 from pyqueue.server.rights import FORWARDED_FOR, Guard
+from pyqueue.server.shutdown import CallsInHand
 from pyqueue.server.status import abort
 from pyqueue.v1 import queue_pb2 as pb
 
@@ -21,8 +23,11 @@ SERVICE = pb.DESCRIPTOR.services_by_name["Queue"]
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-def add_queue_service(servicer: Any, server: grpc.aio.Server, guard: Guard | None = None) -> None:
+def add_queue_service(
+    servicer: Any, server: grpc.aio.Server, guard: Guard | None = None, calls: CallsInHand | None = None
+) -> None:
     guard = guard or Guard(None)
+    calls = calls or CallsInHand()
     handlers = {}
     for method in SERVICE.methods:
         decode = getattr(pb, method.input_type.name).FromString
@@ -30,11 +35,12 @@ def add_queue_service(servicer: Any, server: grpc.aio.Server, guard: Guard | Non
         behavior = getattr(servicer, method.name)
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _streaming(method.name, behavior, decode, guard), response_serializer=_passing_bytes(encode)
+                _streaming(method.name, behavior, decode, guard, calls),
+                response_serializer=_passing_bytes(encode),
             )
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(method.name, behavior, decode, guard), response_serializer=encode
+                _unary(method.name, behavior, decode, guard, calls), response_serializer=encode
             )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
 
@@ -70,9 +76,16 @@ def _refusal(decode: Callable[[bytes], Any], exc: Exception) -> str:
 
 
 def _unary(
-    name: str, behavior: Callable[..., Any], decode: Callable[[bytes], Any], guard: Guard
+    name: str, behavior: Callable[..., Any], decode: Callable[[bytes], Any], guard: Guard, calls: CallsInHand
 ) -> Callable[..., Any]:
     watched = guard.watches(name)  # without tokens, only changes pass the guard (to be logged)
+
+    async def counted(raw: bytes, context: Context) -> Any:
+        calls.enter()
+        try:
+            return await handle(raw, context)
+        finally:
+            calls.leave()
 
     async def handle(raw: bytes, context: Context) -> Any:
         who = await _principal(guard, context) if watched else None
@@ -91,7 +104,7 @@ def _unary(
             guard.cut(name, response, who)
         return response
 
-    return handle
+    return counted
 
 
 class _DecodingContext:
@@ -123,8 +136,15 @@ class _DecodingContext:
 
 
 def _streaming(
-    name: str, behavior: Callable[..., Any], decode: Callable[[bytes], Any], guard: Guard
+    name: str, behavior: Callable[..., Any], decode: Callable[[bytes], Any], guard: Guard, calls: CallsInHand
 ) -> Callable[..., Any]:
+    async def counted(requests: Any, context: Context) -> None:
+        calls.enter()
+        try:
+            await handle(requests, context)
+        finally:
+            calls.leave()
+
     async def handle(requests: Any, context: Context) -> None:
         who = await _principal(guard, context)
         peer = _peer(context)
@@ -140,4 +160,4 @@ def _streaming(
 
         await behavior(requests, _DecodingContext(context, decode, check))
 
-    return handle
+    return counted

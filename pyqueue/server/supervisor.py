@@ -31,6 +31,7 @@ from pyqueue.server.config import ServerConfig
 from pyqueue.server.http import HttpEndpoint
 from pyqueue.server.rights import Guard
 from pyqueue.server.router import Router
+from pyqueue.server.shutdown import CallsInHand, stop_server
 
 log = logging.getLogger("pyqueue.supervisor")
 _LISTENING = re.compile(r"listening on (\S+:\d+)")
@@ -231,8 +232,9 @@ async def supervise(
         loop.add_signal_handler(sig, stop.set)
     router = Router(topology, [p.dial for p in processes], config.max_message_bytes)
     authority = Authority.load(config.auth_file) if config.auth_file else None
+    calls = CallsInHand()
     server, _, address, internal = await start_grpc(
-        router, listen, grpc_options, Guard(authority, audits=False), config.tls, internal=True
+        router, listen, grpc_options, Guard(authority, audits=False), config.tls, internal=True, calls=calls
     )
     log.info("pyqueue listening on %s (%d shards: %s)", address, shards, ", ".join(addresses))
     http_listen = config.http_listen
@@ -283,9 +285,7 @@ async def supervise(
     if http is not None:
         http.stop()
     log.info("shutting down: stopping the public address, then every shard")
-    stopping = loop.create_task(server.stop(grace_s))
-    router.end_streams()
-    await stopping
+    await stop_server(server, calls, grace_s, router.end_streams)
     await router.close()
     await asyncio.gather(*(loop.run_in_executor(None, p.stop, grace_s + 5) for p in processes))
     log.info("stopped cleanly")
