@@ -20,20 +20,19 @@ class CallsInHand:
 
     def __init__(self) -> None:
         self.count = 0
-        self._none_left: asyncio.Event | None = None
+        self._none_left = asyncio.Event()
 
     def enter(self) -> None:
         self.count += 1
 
     def leave(self) -> None:
         self.count -= 1
-        if not self.count and self._none_left is not None:
+        if not self.count:
             self._none_left.set()
 
     async def finished(self) -> None:
         """Return once no call is in progress."""
         if self.count:
-            self._none_left = self._none_left or asyncio.Event()
             self._none_left.clear()
             await self._none_left.wait()
 
