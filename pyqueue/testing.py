@@ -20,7 +20,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pyqueue.app import App
+from pyqueue.children import child_environment, pyqueue_command
 from pyqueue.client import Client, Job
 from pyqueue.errors import PyQueueError
 from pyqueue.worker.execute import execute, thread_runner
@@ -46,10 +46,7 @@ def embedded_server(
     with tempfile.TemporaryDirectory(prefix="pyqueue-test-") as tmp:
         data = Path(data_dir) if data_dir is not None else Path(tmp) / "data"
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pyqueue",
+            pyqueue_command(
                 "serve",
                 "--data-dir",
                 str(data),
@@ -58,10 +55,11 @@ def embedded_server(
                 *(() if "--shards" in args else ("--shards", "1")),
                 *(() if "--http-listen" in args else ("--http-listen", "")),  # no fixed port to clash on
                 *args,
-            ],
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            env=child_environment(),
         )
         sharded = "--shards" in args and int(args[list(args).index("--shards") + 1]) > 1
         port = _wait_for_port(proc, timeout, _PUBLIC if sharded else _LISTENING)

@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 from typing import TextIO
 
+from pyqueue.children import child_environment, pyqueue_command
 from pyqueue.cluster import SLOTS, Topology
 from pyqueue.cluster.metadata import MetadataError, read_json, write_json
 from pyqueue.server.app import advertised, dialable, start_grpc
@@ -88,10 +89,7 @@ class ShardProcess:
         # as listening (it did, and a restarted shard was "back" before it listened).
         listening = _Listening()
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pyqueue",
+            pyqueue_command(
                 "serve",
                 "--data-dir",
                 str(self.data_dir),
@@ -106,11 +104,12 @@ class ShardProcess:
                 "--http-listen",
                 "",  # the supervisor serves HTTP for the whole server
                 *self.args,
-            ],
+            ),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            env=child_environment(),
         )
         threading.Thread(target=self._relay, args=(self.proc, listening), daemon=True).start()
         if not listening.wait(60) or not listening.address:

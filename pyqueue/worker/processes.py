@@ -10,8 +10,9 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 from types import FrameType
+
+from pyqueue.children import child_environment, pyqueue_command
 
 log = logging.getLogger("pyqueue.worker")
 
@@ -33,8 +34,8 @@ def without_processes(argv: list[str]) -> list[str]:
 
 
 def run_processes(n: int, argv: list[str]) -> int:
-    command = [sys.executable, "-m", "pyqueue", *without_processes(argv)]
-    children = [subprocess.Popen(command) for _ in range(n)]
+    command = pyqueue_command(*without_processes(argv))
+    children = [subprocess.Popen(command, env=child_environment()) for _ in range(n)]
     log.info("started %d worker processes: %s", n, ", ".join(str(c.pid) for c in children))
 
     forwarded: set[int] = set()
