@@ -119,13 +119,17 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     summaries = Summaries(engine, lambda: len(service.streams), config.summary_s, shard)
     summaries.start()
     http = None
+
+    async def unhealthy() -> str:  # answered by this loop: a stuck server does not answer at all
+        return "stopping" if stop.is_set() else ""
+
     if config.http_listen:
         inside = internal or dialable(address)
         http = HttpEndpoint(
             config.http_listen,
             loop,
             service.metrics_text,
-            lambda: not stop.is_set(),
+            unhealthy,
             lambda: inside,
             authority,
             config.tls,

@@ -33,6 +33,7 @@ from pyqueue.server.metrics import CONTENT_TYPE
 log = logging.getLogger("pyqueue.http")
 
 SCRAPE_TIMEOUT_S = 10.0
+HEALTH_TIMEOUT_S = 5.0  # past the shards' own check (router.HEALTH_CHECK_S): the loop is stuck
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 Metadata = tuple[tuple[str, str], ...]
@@ -54,14 +55,15 @@ class HttpEndpoint:
         listen: str,
         loop: asyncio.AbstractEventLoop,
         metrics: Callable[[Metadata], Coroutine[Any, Any, bytes]],
-        healthy: Callable[[], bool],
+        unhealthy: Callable[[], Coroutine[Any, Any, str]],
         public_address: Callable[[], str],
         authority: Authority | None = None,
         tls: TlsFiles | None = None,
         max_body_bytes: int = 64 << 20,
     ) -> None:
         """`public_address`: where the dashboard's client reaches the gRPC service (in plaintext
-        on loopback: the internal address of a TLS server). `metrics` gets the caller's token."""
+        on loopback: the internal address of a TLS server). `metrics` gets the caller's token;
+        `unhealthy` says why the server does not serve ('' when it does), for /healthz."""
         self.listen = listen
         self.authority = authority
         self.tls = tls
@@ -70,7 +72,7 @@ class HttpEndpoint:
         self.jobs = JobsApi(self.clients, max_body_bytes)
         self.loop = loop
         self.metrics = metrics
-        self.healthy = healthy
+        self.unhealthy = unhealthy
         self.address = ""
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -150,9 +152,13 @@ class HttpEndpoint:
         """What needs no token: the static page (its API calls do) and the health check."""
         if path != "/healthz":
             return self.dashboard.app(environ, start_response, None)
-        if self.healthy():
+        try:
+            why = asyncio.run_coroutine_threadsafe(self.unhealthy(), self.loop).result(HEALTH_TIMEOUT_S)
+        except Exception as exc:
+            why = f"the server did not answer its health check ({exc!r})"
+        if not why:
             return _answer(start_response, "200 OK", b"ok\n")
-        return _answer(start_response, "503 Service Unavailable", b"not serving\n")
+        return _answer(start_response, "503 Service Unavailable", f"not serving: {why}\n".encode())
 
 
 def _answer(

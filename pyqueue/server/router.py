@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import grpc
 import grpc.aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from pyqueue.cluster import Topology, shard_of_job
 from pyqueue.server import metrics
@@ -25,6 +26,8 @@ from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.status import EOF, AnsweringStream, Context, answer_each, answered
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
+
+HEALTH_CHECK_S = 2.0  # a shard that has not answered its health check by then is not serving
 
 
 def forwarded(context: Context) -> tuple[tuple[str, str | bytes], ...]:
@@ -58,6 +61,23 @@ class Router(pb_grpc.QueueServicer):
         self.channels[shard] = grpc.aio.insecure_channel(dial, options=self.options)
         self.stubs[shard] = pb_grpc.QueueStub(self.channels[shard])
         await old.close(None)
+
+    async def unhealthy_shards(self) -> str:
+        """'' when every shard answers the standard health check SERVING; else which do not."""
+
+        async def check(shard: int) -> str:
+            try:
+                answer = await health_pb2_grpc.HealthStub(self.channels[shard]).Check(
+                    health_pb2.HealthCheckRequest(), timeout=HEALTH_CHECK_S
+                )
+            except grpc.aio.AioRpcError as exc:
+                return f"shard {shard} does not answer ({exc.code().name})"
+            if answer.status != health_pb2.HealthCheckResponse.SERVING:
+                return f"shard {shard} is {health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)}"
+            return ""
+
+        problems = await asyncio.gather(*(check(s) for s in range(len(self.channels))))
+        return "; ".join(p for p in problems if p)
 
     def end_streams(self) -> None:
         for stream in tuple(self.enqueue_streams):

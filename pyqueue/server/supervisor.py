@@ -238,15 +238,19 @@ async def supervise(
     log.info("pyqueue listening on %s (%d shards: %s)", address, shards, ", ".join(addresses))
     http_listen = config.http_listen
 
-    def serving() -> bool:
-        return not stop.is_set() and all(p.proc is not None and p.proc.poll() is None for p in processes)
+    async def unhealthy() -> str:
+        """Health is every shard answering a call, not its process existing: a shard restarting
+        (its port refusing) or hung makes the whole server unhealthy until it answers."""
+        if stop.is_set():
+            return "stopping"
+        return await router.unhealthy_shards()
 
     http = (
         HttpEndpoint(
             http_listen,
             loop,
             router.metrics_text,
-            serving,
+            unhealthy,
             lambda: internal or dialable(address),
             authority,
             config.tls,
