@@ -36,7 +36,7 @@ from pyqueue.client import AsyncClient, AsyncTakeStream, Job
 from pyqueue.context import CurrentJob
 from pyqueue.errors import PyQueueError, Unavailable
 from pyqueue.worker.execute import Outcome, execute, thread_runner
-from pyqueue.worker.pool import ProcessPool
+from pyqueue.worker.pool import ProcessPool, pool_runner
 from pyqueue.worker.threads import HandlerThreads
 
 log = logging.getLogger("pyqueue.worker")
@@ -307,8 +307,7 @@ class Worker:
 
     def _runner(self, function: JobFunction[Any, Any]) -> Any:
         if self._pool is not None:
-            pool, name = self._pool, function.name
-            return lambda payload: pool.call(name, payload)
+            return pool_runner(self._pool, function.name)
         return thread_runner(function, self.app.executor)
 
     def _hand_back_unknown(self, stream: AsyncTakeStream, job: Job) -> None:

@@ -113,6 +113,19 @@ def cooperative() -> None:
     record("noticed the cancel")
 
 
+@app.job(queue="work")
+def stubborn() -> None:
+    """Never looks at current_job().cancelled: under --pool process a cancel kills its process."""
+    record(f"stubborn pid {os.getpid()}")
+    time.sleep(3600)
+    record("stubborn finished")
+
+
+@app.job(queue="work")
+def whoami() -> None:
+    record(f"current job {pyqueue.current_job().job.id} attempt {pyqueue.current_job().job.attempts}")
+
+
 @app.job(queue="limited")
 def overlap(seconds: float) -> None:
     started = time.time()

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 import sample_app
@@ -49,6 +50,32 @@ def test_running_handlers_are_stopped_and_end_cancelled(app, client, server, tmp
         worker.send_signal(signal.SIGTERM)
         out = worker.communicate(timeout=60)[0]
     assert "Traceback" not in out, out
+
+
+def test_under_the_process_pool_a_cancel_stops_the_child_and_current_job_works(
+    app, client, server, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ran.log"
+    known = sample_app.whoami.enqueue()
+    worker = start_worker(server, log, "--pool", "process", "--concurrency", "3")
+    try:
+        assert wait_for_lines(log, 1, timeout=60) == [f"current job {known.id} attempt 1"]
+        cooperative = sample_app.cooperative.enqueue()
+        stubborn = sample_app.stubborn.enqueue()
+        lines = wait_for_lines(log, 3, timeout=60)
+        pid = int(next(line for line in lines if line.startswith("stubborn pid")).split()[-1])
+        client.cancel_jobs(ids=[cooperative.id, stubborn.id])
+        for job in (cooperative, stubborn):
+            ended = client.wait_job(job.id, timeout=30)
+            assert (ended.status, ended.attempts) == ("cancelled", 1), ended
+        assert "noticed the cancel" in log.read_text(), "the cooperative handler saw .cancelled"
+        assert not Path(f"/proc/{pid}").exists(), "the stubborn handler's process was killed"
+        sample_app.add.enqueue(2, 2)  # the pool goes on, with a new child
+        assert "add 4" in wait_for_lines(log, 5, timeout=60)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out = worker.communicate(timeout=60)[0]
+    assert "Traceback" not in out and "LookupError" not in out, out
 
 
 def test_a_prefetched_job_cancelled_before_it_starts_never_runs(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
