@@ -65,3 +65,16 @@ def test_make_wheels_builds_abi3_manylinux_and_an_sdist_that_builds(tmp_path: Pa
     )  # fmt: skip
     (from_sdist,) = rebuilt.glob("*.whl")
     assert all(tag.startswith("cp311-abi3-") for tag in _tags(from_sdist))
+
+
+@pytest.mark.timeout(300)
+def test_the_sdist_carries_the_wire_contract_and_the_licence(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    subprocess.run(
+        [str(BIN / "maturin"), "sdist", "--out", str(tmp_path)],
+        cwd=ROOT, env=env, check=True, capture_output=True, timeout=240,
+    )  # fmt: skip
+    (sdist,) = tmp_path.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert {"proto/pyqueue/v1/queue.proto", "LICENSE", "README.md"} <= names
