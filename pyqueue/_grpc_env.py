@@ -11,6 +11,11 @@ measured range keeps its default.
 The choice is made only while GRPC_EXPERIMENTS is unset (set it, even to "", to keep grpcio's
 default or your own flags), and only if grpc is not imported yet: grpc reads the variable once, at
 import. Subprocesses inherit it: the shards of `pyqueue serve`, the processes of `pyqueue worker`.
+
+Likewise GRPC_VERBOSITY: while it is unset, pyqueue sets it to ERROR. grpcio since 1.68 prints
+its core's INFO lines before its logging is set up, among them one "Got goaway" line per
+connection whenever a server restarts or stops: noise in every worker's and script's stderr at
+each deploy. Set it yourself (INFO, DEBUG) to see them.
 """
 
 import os
@@ -42,6 +47,7 @@ def apply() -> None:
     value = choose(os.environ, "grpc" in sys.modules, version)
     if value is not None:
         os.environ["GRPC_EXPERIMENTS"] = value
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 
 apply()  # on import: pyqueue/__init__.py imports this module before anything imports grpc

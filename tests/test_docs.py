@@ -1,4 +1,5 @@
-"""Every Python snippet in docs/ runs as written (except configuration fragments)."""
+"""Every Python snippet in docs/ runs as written (except configuration fragments), and says
+nothing on stderr: a traceback after the right answer is a broken snippet too."""
 
 import re
 import subprocess
@@ -25,3 +26,4 @@ def test_snippet_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
     )
     assert out.returncode == 0, f"{page} snippet {index}:\n{out.stderr}"
+    assert out.stderr == "", f"{page} snippet {index} wrote to stderr:\n{out.stderr}"

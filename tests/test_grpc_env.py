@@ -49,3 +49,13 @@ def test_grpc_imported_first_or_an_explicit_setting_wins() -> None:
     assert out.stdout.strip() == "<unset>", out.stderr
     out = _fresh("import os, pyqueue\nprint(repr(os.environ['GRPC_EXPERIMENTS']))\n", GRPC_EXPERIMENTS="")
     assert out.stdout.strip() == "''", out.stderr
+
+
+def test_grpc_core_info_lines_are_off_unless_asked_for() -> None:
+    script = "import os, pyqueue\nprint(os.environ['GRPC_VERBOSITY'])\n"
+    environ = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=environ
+    )
+    assert out.stdout.strip() == "ERROR", out.stderr
+    assert _fresh(script, GRPC_VERBOSITY="INFO").stdout.strip() == "INFO"
