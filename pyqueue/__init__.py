@@ -7,7 +7,7 @@ server uses; it is re-exported here only as `native` for tooling and benchmarks.
 # First, before anything imports grpc (it reads its settings once, at import): see _grpc_env.py.
 from pyqueue import _grpc_env  # noqa: F401
 from pyqueue import _native as native
-from pyqueue.app import App, JobFunction, Kill, Retry
+from pyqueue.app import App, JobFunction, Kill, Retry, UnimportableJobWarning
 from pyqueue.client import AsyncClient, ChangeResult, Client, Job, JobError, QueueInfo, TakeStream, WorkerInfo
 from pyqueue.context import CurrentJob, current_job
 from pyqueue.errors import (
@@ -46,6 +46,7 @@ __all__ = [
     "TakeStream",
     "Unauthenticated",
     "Unavailable",
+    "UnimportableJobWarning",
     "WorkerInfo",
     "__version__",
     "current_job",

@@ -17,7 +17,9 @@ import asyncio
 import hashlib
 import inspect
 import json
+import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -104,6 +106,7 @@ class JobFunction(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        self._importable_checked = False
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -122,6 +125,12 @@ class JobFunction(Generic[P, R]):
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{self.name}: the arguments must be JSON-serialisable ({exc})") from None
         return payload
+
+    def enqueuing(self) -> None:
+        """Before the first enqueue: warn if no worker could import this function."""
+        if not self._importable_checked:
+            self._importable_checked = True
+            warn_if_unimportable(self.name)
 
     def options(self, **changes: Any) -> "BoundJob[P, R]":
         """The same job with other options for the next enqueue: delay, run_at, priority, queue,
@@ -154,6 +163,27 @@ class JobFunction(Generic[P, R]):
         )
 
 
+class UnimportableJobWarning(UserWarning):
+    """A job function a worker cannot import: defined in a script run as `__main__`."""
+
+
+def warn_if_unimportable(name: str) -> None:
+    """Say it loudly, once per function, when a job's type names `__main__`: a worker imports its
+    app by module name, so it never has such a function and hands the job back (until the server's
+    --max-unknown-handbacks makes it dead). Processes that imported pyqueue.testing run their jobs
+    in-process (drain()), where `__main__` is fine: they are not warned."""
+    if not name.startswith("__main__.") or "pyqueue.testing" in sys.modules:
+        return
+    warnings.warn(
+        f"job type {name!r} is defined in a script run as __main__: no worker can import it, so "
+        "its jobs will not run. Define job functions in a module the worker imports "
+        "(`pyqueue worker MODULE:app`) and import them from the script, or give @app.job(name=...) "
+        "a name the worker's app also registers",
+        UnimportableJobWarning,
+        stacklevel=5,  # the caller of send_email.enqueue(...)
+    )
+
+
 class BoundJob(Generic[P, R]):
     def __init__(self, function: JobFunction[P, R], options: Options) -> None:
         self.function = function
@@ -161,14 +191,17 @@ class BoundJob(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         f = self.function
+        f.enqueuing()
         return f.app.client.enqueue(**self.opts.spec(f.name, f.payload(*args, **kwargs)))
 
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         f = self.function
+        f.enqueuing()
         return await f.app.async_client().enqueue(**self.opts.spec(f.name, f.payload(*args, **kwargs)))
 
     def _specs(self, calls: Iterable[Any]) -> list[dict[str, Any]]:
         f = self.function
+        f.enqueuing()
         specs = []
         for call in calls:
             if isinstance(call, Mapping):

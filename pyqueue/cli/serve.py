@@ -114,6 +114,14 @@ def check_server_installed() -> None:
     help="A job whose workers were lost this many times is dead.",
 )
 @click.option(
+    "--max-unknown-handbacks",
+    type=click.IntRange(1, 1_000_000),
+    default=20,
+    show_default=True,
+    help="A job handed back this many times by workers without a function for its type is dead "
+    "(they hand such jobs back every 30 s).",
+)
+@click.option(
     "--keep-completed",
     type=float,
     default=0.0,
@@ -175,6 +183,7 @@ def serve(
     max_retries: int,
     backoff: tuple[float, float, float],
     max_worker_losses: int,
+    max_unknown_handbacks: int,
     keep_completed: float,
     keep_dead: float,
     min_free_bytes: int,
@@ -276,6 +285,7 @@ def serve(
                 exponent=backoff[1],
                 jitter_s=backoff[2],
                 max_worker_losses=max_worker_losses,
+                max_unknown_handbacks=max_unknown_handbacks,
                 keep_completed_ms=int(keep_completed * 1000),
                 keep_dead_ms=int(keep_dead * 1000),
             ),

@@ -171,10 +171,14 @@ class AsyncTakeStream:
             pb.Extend(ids=[j.id for j in jobs], leases=[j.lease for j in jobs], extend_ms=extend_ms)
         )
 
-    def release(self, job: Job, delay_ms: int = 0) -> None:
-        """Hand back a job not started: no attempt counts; it is ready again (after `delay_ms`)."""
+    def release(self, job: Job, delay_ms: int = 0, *, unknown_type: bool = False) -> None:
+        """Hand back a job not started: no attempt counts; it is ready again (after `delay_ms`).
+        `unknown_type`: this worker has no function for it (the server counts those, and makes
+        the job dead past its --max-unknown-handbacks)."""
         self._check_open()
-        self._outbox.put_nowait(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
+        self._outbox.put_nowait(
+            pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms, unknown_type=unknown_type)
+        )
 
     async def _start_all(self, jobs: list[Job], confirm: bool) -> list[Job]:
         """Tell the server these jobs start; with `confirm`, return once that is on the wire;

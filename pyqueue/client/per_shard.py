@@ -36,8 +36,8 @@ class PerShard(Generic[S]):
         for job in jobs:
             self._owner(job.id).extend([job], extend_ms)
 
-    def release(self, job: Job, delay_ms: int = 0) -> None:
-        self._owner(job.id).release(job, delay_ms)
+    def release(self, job: Job, delay_ms: int = 0, *, unknown_type: bool = False) -> None:
+        self._owner(job.id).release(job, delay_ms, unknown_type=unknown_type)
 
     def _start(self, job: Job, confirm: bool) -> bool:
         return bool(self._owner(job.id)._start(job, confirm))

@@ -321,13 +321,16 @@ class Consumer:
             wanted.append((job_id, lease, deadline))
         return await self.engine.set_deadlines(wanted) if wanted else []
 
-    async def hand_back(self, pairs: Sequence[tuple[int, int]], delay_ms: int) -> list[int]:
+    async def hand_back(
+        self, pairs: Sequence[tuple[int, int]], delay_ms: int, unknown_type: bool = False
+    ) -> list[int]:
         """Jobs the worker will not run (it lacks their type, say): back to the queue without an
         attempt, taken or not."""
         items = []
+        ending = Ending.UNKNOWN_TYPE if unknown_type else Ending.RELEASED
         for job_id, lease in self._held(pairs):
             self._forget(job_id)
-            items.append((job_id, lease, Ending.RELEASED))
+            items.append((job_id, lease, ending))
         self._credit_freed()
         return await self.engine.hand_back(items, delay_ms) if items else []
 

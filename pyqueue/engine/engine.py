@@ -8,7 +8,6 @@ methods and maps the EngineErrors they raise to status codes.
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import time
@@ -370,7 +369,7 @@ class Engine:
     def list_errors(self, job_id: int) -> list[ErrorEntry]:
         self.get_job(job_id)  # NOT_FOUND for a job that does not exist
         return [
-            ErrorEntry(**json.loads(value))
+            ErrorEntry.from_json(value)
             for _, value in self.store.scan(Family.DATA, *keys.error_range(job_id))
         ]
 

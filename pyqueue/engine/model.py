@@ -1,6 +1,7 @@
 """Values that cross the engine's boundary: what callers hand in and what they get back."""
 
 import enum
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -113,6 +114,13 @@ class ErrorEntry:
     error_type: str = ""
     backtrace: str = ""
 
+    @classmethod
+    def from_json(cls, raw: bytes) -> "ErrorEntry":
+        """An entry as stored; fields it does not know (an unknown-type hand-back's count) are
+        the writer's own."""
+        fields = json.loads(raw)
+        return cls(**{name: fields[name] for name in cls.__dataclass_fields__ if name in fields})
+
 
 @dataclass(slots=True)
 class Outcome:
@@ -130,3 +138,4 @@ class Ending(enum.IntEnum):
     INTERRUPTED = 2  # started, then stopped on purpose (a clean close, a deploy): counts, never lost
     LOST = 3  # started, then the worker vanished (broken stream, keepalive): counts toward the cap
     RECOVERED = 4  # in flight when the server died: lost if its record says it had started, else released
+    UNKNOWN_TYPE = 5  # handed back by a worker without a function for its type: released, and counted

@@ -21,6 +21,7 @@ class RetryPolicy:
     exponent: float = 4.0
     jitter_s: float = 10.0
     max_worker_losses: int = 3  # a job that took down this many workers is dead
+    max_unknown_handbacks: int = 20  # a job handed back this often as of an unknown type is dead
     keep_completed_ms: int = 0  # 0: delete at the ack
     keep_dead_ms: int = 7 * DAY_MS
 

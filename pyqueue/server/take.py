@@ -231,7 +231,8 @@ class TakeStream:
         if message.HasField("extend"):
             self._spawn(consumer.extend(_pairs(message.extend), message.extend.extend_ms))
         if message.HasField("release"):
-            self._spawn(consumer.hand_back(_pairs(message.release), message.release.delay_ms))
+            release = message.release
+            self._spawn(consumer.hand_back(_pairs(release), release.delay_ms, release.unknown_type))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -1561,7 +1561,13 @@ class Release(_message.Message):
     IDS_FIELD_NUMBER: _builtins.int
     LEASES_FIELD_NUMBER: _builtins.int
     DELAY_MS_FIELD_NUMBER: _builtins.int
+    UNKNOWN_TYPE_FIELD_NUMBER: _builtins.int
     delay_ms: _builtins.int
+    unknown_type: _builtins.bool
+    """The worker has no function for these jobs' types. Such hand-backs are counted in the job's
+    error history (attempt 0); after the server's --max-unknown-handbacks the job is dead, so a job
+    no worker can ever run does not circle forever.
+    """
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
@@ -1572,10 +1578,11 @@ class Release(_message.Message):
         ids: _abc.Iterable[_builtins.int] | None = ...,
         leases: _abc.Iterable[_builtins.int] | None = ...,
         delay_ms: _builtins.int = ...,
+        unknown_type: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_ms", b"delay_ms", "ids", b"ids", "leases", b"leases"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_ms", b"delay_ms", "ids", b"ids", "leases", b"leases", "unknown_type", b"unknown_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -316,12 +316,13 @@ class Worker:
             self._unknown_logged.add(job.type)
             log.error(
                 "no job function named %r in this worker's app (it has: %s); handing such jobs back "
-                "without an attempt, for a worker that knows them (they come back after %.0fs)",
+                "without an attempt, for a worker that knows them (they come back after %.0fs; the "
+                "server makes them dead after --max-unknown-handbacks hand-backs)",
                 job.type,
                 ", ".join(sorted(self.app.jobs)) or "none",
                 self.config.unknown_delay_s,
             )
-        stream.release(job, int(self.config.unknown_delay_s * 1000))
+        stream.release(job, int(self.config.unknown_delay_s * 1000), unknown_type=True)
 
     def _log(self, job: Job, function: JobFunction[Any, Any], outcome: Outcome, ms: float) -> None:
         if outcome.kind == "ok" and not self.config.log_jobs:

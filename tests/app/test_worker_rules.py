@@ -119,7 +119,9 @@ def test_a_job_of_an_unknown_type_is_handed_back_without_an_attempt(app, client,
         out = stop(worker)
     for job_id in (stranger.id, second.id):
         job = client.get_job(job_id)
-        assert (job.attempts, job.errors) == (0, 0)
+        assert (job.attempts, job.errors) == (0, 1)  # no attempt; the hand-back is in its history
+        (entry,) = client.job_errors(job_id)
+        assert "handed back 1 time by workers that have no job function named" in entry.message
     assert out.count("no job function named '__main__.send_email'") == 1, out
     assert "sample_app.add" in out, "the error names what the app has"
     with pytest.raises(pyqueue.NotFound):
@@ -240,3 +242,56 @@ def test_a_job_finishing_while_the_server_stops_is_not_run_again(app, client, se
         assert lines.count("add 5") == 1, lines
     finally:
         stop(worker)
+
+
+def test_a_job_no_worker_knows_is_dead_after_max_unknown_handbacks(tmp_path: Path) -> None:
+    import asyncio
+
+    from harness import ServerProcess
+
+    from pyqueue.worker import Worker, WorkerConfig
+
+    server = ServerProcess(tmp_path / "data", "--max-unknown-handbacks", "3").start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            stranger = client.enqueue("__main__.send_email", {"args": [], "kwargs": {}}, queue="work")
+            app = pyqueue.App(server.address)
+
+            async def until_dead() -> None:
+                worker = Worker(app, WorkerConfig(queues=("work",), unknown_delay_s=0.01))
+                running = asyncio.ensure_future(worker.run())
+                ended = await asyncio.get_running_loop().run_in_executor(
+                    None, lambda: client.wait_job(stranger.id, timeout=60)
+                )
+                worker.stopping.set()
+                await running
+                assert ended.status == "dead", ended
+
+            asyncio.run(until_dead())
+            job = client.get_job(stranger.id)
+            assert (job.status, job.attempts) == ("dead", 0)
+            (entry,) = client.job_errors(stranger.id)
+            assert "handed back 3 times by workers that have no job function named '__main__.send_email'" in (
+                entry.message
+            )
+            assert "--max-unknown-handbacks" in entry.message
+            app.close()
+    finally:
+        server.close()
+
+
+def test_the_readme_snippet_run_as_a_script_is_warned_once_per_function(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import re
+    import subprocess
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    snippet = re.findall(r"```python\n(.*?)```", readme, re.S)[0]
+    assert "send_email.enqueue(" in snippet
+    script = tmp_path / "snippet.py"
+    script.write_text(snippet)
+    env = {**os.environ, "PYQUEUE_ADDRESS": server.address}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("UnimportableJobWarning") == 1, out.stderr
+    assert "job type '__main__.send_email' is defined in a script run as __main__" in out.stderr

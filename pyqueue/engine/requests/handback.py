@@ -6,6 +6,9 @@
   never kills the job: a deploy is not the job's fault;
 - lost (started, the worker vanished): the attempt counts and so does the loss; a job that has
   taken down `max_worker_losses` workers is dead instead of looping forever;
+- handed back as of an unknown type (the worker has no function for it): released, and counted
+  in the job's error history; at the policy's `max_unknown_handbacks` the job is dead, so a job no
+  worker can run (a function defined in a script's __main__, say) does not circle forever;
 - recovered (in flight when the server died: a clean stop hands everything back first): the record
   says whether the attempt had started (the worker's start is written). Started, it was lost with
   the server, and counts toward the cap like a lost worker: a job that crashes the server while
@@ -15,6 +18,7 @@
 The lease is not taken back: an answer from the attempt that ended stays refused.
 """
 
+import json
 from collections.abc import Sequence
 
 from pyqueue.engine.memory import Memory
@@ -22,6 +26,8 @@ from pyqueue.engine.model import Ending
 from pyqueue.engine.requests.base import Transitions, write_error
 from pyqueue.engine.retry import RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
+from pyqueue.store import keys
+from pyqueue.store.contract import Family
 from pyqueue.store.records import JobRecord, Status
 
 _INTERRUPTED = "the attempt was interrupted: its worker stopped (or the server did) before it finished"
@@ -58,8 +64,11 @@ class HandBack(Transitions):
             if ending == Ending.RECOVERED:
                 ending = Ending.LOST if record.started_ms else Ending.RELEASED
                 last = "the server stopped while it ran"
-            if ending == Ending.RELEASED:
+            if ending in (Ending.RELEASED, Ending.UNKNOWN_TYPE):
                 record.attempts = max(record.attempts - 1, 0)
+                if ending == Ending.UNKNOWN_TYPE and self._unknown_too_often(view, record):
+                    self.finish(view, record, Status.DEAD, self.policy.keep_dead_ms)
+                    continue
                 if self.delay_ms:
                     self._schedule(view, record, view.now_ms + self.delay_ms)
                     continue
@@ -80,6 +89,38 @@ class HandBack(Transitions):
                     continue
             self.make_ready(view, record)
         self.result = [r.id for r in self.ready] + [r.id for r in self.scheduled]
+
+    def _unknown_too_often(self, view: BatchView, record: JobRecord) -> bool:
+        """Count a hand-back by a worker that lacks the job's type, in one error entry at attempt
+        0 (no attempt is charged, so no other entry is there): it goes with the job's history.
+        True once the count reaches the policy's cap: the job is then dead."""
+        key = keys.error_key(record.id, 0)
+        raw = view.store.get(Family.DATA, key)
+        count = 1 + (json.loads(raw).get("count", 0) if raw else 0)
+        cap = self.policy.max_unknown_handbacks
+        dead = count >= cap
+        entry = {
+            "attempt": 0,
+            "at_ms": view.now_ms,
+            "kind": "unknown_type",
+            "message": (
+                f"handed back {count} time{'' if count == 1 else 's'} by workers that have no job "
+                f"function named {record.type!r}"
+                + (
+                    f"; dead after {cap} (--max-unknown-handbacks): deploy a worker that has it, then "
+                    "retry the job"
+                    if dead
+                    else ""
+                )
+            ),
+            "error_type": "UnknownJobType",
+            "backtrace": "",
+            "count": count,
+        }
+        view.batch.put(Family.DATA, key, json.dumps(entry).encode())
+        if raw is None:
+            record.errors += 1
+        return dead
 
     def _schedule(self, view: BatchView, record: JobRecord, run_at_ms: int) -> None:
         before = indexed(record)
