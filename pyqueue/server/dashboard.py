@@ -11,20 +11,19 @@ for the tab), and the dashboard's client passes it on: the gRPC server checks it
 """
 
 import dataclasses
-import json
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
 
 from pyqueue.client import Client
 from pyqueue.errors import InvalidArgument, NotFound, PermissionDenied, PyQueueError, Unauthenticated
+from pyqueue.server.http_answers import StartResponse, answer, error_answer, json_answer
 from pyqueue.server.http_clients import TokenClients
 
 log = logging.getLogger("pyqueue.http")
-StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 ACTION_HEADER = "HTTP_X_PYQUEUE_ACTION"
 PAGE_LIMIT = 200
 
@@ -49,35 +48,36 @@ class Dashboard:
         path, method = environ.get("PATH_INFO", "/"), environ.get("REQUEST_METHOD", "GET")
         if path in ("/", "/index.html"):
             page = resources.files("pyqueue.server").joinpath("dashboard.html").read_bytes()
-            return _send(start_response, "200 OK", page, "text/html; charset=utf-8")
+            return answer(start_response, "200 OK", page, "text/html; charset=utf-8")
         try:
             if method == "POST":
                 if environ.get(ACTION_HEADER) != "1":
-                    return _json(
+                    return error_answer(
                         start_response,
                         "403 Forbidden",
-                        {"error": "changes need the X-Pyqueue-Action: 1 header"},
+                        "changes need the X-Pyqueue-Action: 1 header",
+                        "PERMISSION_DENIED",
                     )
-                return _json(start_response, "200 OK", self._act(path))
+                return json_answer(start_response, "200 OK", self._act(path))
             if method != "GET":
-                return _json(start_response, "405 Method Not Allowed", {"error": "GET or POST"})
-            return _json(
+                return error_answer(start_response, "405 Method Not Allowed", "GET or POST", "UNIMPLEMENTED")
+            return json_answer(
                 start_response, "200 OK", self._read(path, parse_qs(environ.get("QUERY_STRING", "")))
             )
         except NotFound as exc:
-            return _json(start_response, "404 Not Found", {"error": str(exc)})
+            return error_answer(start_response, "404 Not Found", str(exc), "NOT_FOUND")
         except Unauthenticated as exc:
-            return _json(start_response, "401 Unauthorized", {"error": str(exc)})
+            return error_answer(start_response, "401 Unauthorized", str(exc), "UNAUTHENTICATED")
         except PermissionDenied as exc:
-            return _json(start_response, "403 Forbidden", {"error": str(exc)})
+            return error_answer(start_response, "403 Forbidden", str(exc), "PERMISSION_DENIED")
         except (InvalidArgument, ValueError) as exc:
-            return _json(start_response, "400 Bad Request", {"error": str(exc)})
+            return error_answer(start_response, "400 Bad Request", str(exc), "INVALID_ARGUMENT")
         except PyQueueError as exc:
-            return _json(start_response, "502 Bad Gateway", {"error": f"{exc.code.name}: {exc}"})
+            return error_answer(start_response, "502 Bad Gateway", f"{exc.code.name}: {exc}", exc.code.name)
         except Exception as exc:  # a bug here must answer, and must not take the HTTP thread down
             log.exception("the dashboard failed on %s %s", method, path)
-            return _json(
-                start_response, "500 Internal Server Error", {"error": f"{type(exc).__name__}: {exc}"}
+            return error_answer(
+                start_response, "500 Internal Server Error", f"{type(exc).__name__}: {exc}", "INTERNAL"
             )
 
     def _read(self, path: str, query: dict[str, list[str]]) -> Any:
@@ -159,15 +159,3 @@ def _job(job: Any) -> dict[str, Any]:
         except UnicodeDecodeError:
             out["payload"] = "hex:" + job.payload.hex()
     return out
-
-
-def _json(start_response: StartResponse, status: str, body: Any) -> list[bytes]:
-    return _send(start_response, status, json.dumps(body).encode(), "application/json")
-
-
-def _send(start_response: StartResponse, status: str, body: bytes, content_type: str) -> list[bytes]:
-    start_response(
-        status,
-        [("Content-Type", content_type), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")],
-    )
-    return [body]

@@ -14,7 +14,6 @@ is.
 """
 
 import asyncio
-import json
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable
@@ -26,6 +25,7 @@ from pyqueue.engine.errors import EngineError
 from pyqueue.server.auth import Authority, Principal
 from pyqueue.server.config import TlsFiles
 from pyqueue.server.dashboard import Dashboard
+from pyqueue.server.http_answers import StartResponse, answer, error_answer
 from pyqueue.server.http_api import JobsApi
 from pyqueue.server.http_clients import TokenClients
 from pyqueue.server.metrics import CONTENT_TYPE
@@ -35,7 +35,6 @@ log = logging.getLogger("pyqueue.http")
 SCRAPE_TIMEOUT_S = 10.0
 HEALTH_TIMEOUT_S = 5.0  # past the shards' own check (router.HEALTH_CHECK_S): the loop is stuck
 
-StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 Metadata = tuple[tuple[str, str], ...]
 
 
@@ -123,10 +122,9 @@ class HttpEndpoint:
         except EngineError as exc:
             status = "401 Unauthorized" if exc.code == "UNAUTHENTICATED" else "403 Forbidden"
             challenge = [("WWW-Authenticate", "Bearer")]
-            if path.startswith("/api/"):  # the dashboard's page reads the error as JSON
-                error = json.dumps({"error": str(exc)}).encode()
-                return _answer(start_response, status, error, "application/json", challenge)
-            return _answer(start_response, status, f"{exc}\n".encode(), extra=challenge)
+            if path.startswith(("/api/", "/v1/")):  # JSON APIs: the documented {"error", "code"}
+                return error_answer(start_response, status, str(exc), exc.code, challenge)
+            return answer(start_response, status, f"{exc}\n".encode(), extra=challenge)
         # Tokens off: a header is not passed on (nor does it make a client of its own).
         authorization = str(metadata[0][1]) if metadata and who is not None else None
         if path.startswith("/api/"):
@@ -134,7 +132,7 @@ class HttpEndpoint:
         if path.startswith("/v1/"):
             return self.jobs.app(environ, start_response, authorization)
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-            return _answer(start_response, "405 Method Not Allowed", b"only GET\n")
+            return answer(start_response, "405 Method Not Allowed", b"only GET\n")
         if path == "/metrics":
             try:
                 body: bytes = asyncio.run_coroutine_threadsafe(self.metrics(metadata), self.loop).result(
@@ -142,11 +140,11 @@ class HttpEndpoint:
                 )
             except Exception as exc:  # a shard that does not answer: say so, never hang the scraper
                 log.warning("a metrics scrape failed: %s", exc)
-                return _answer(
+                return answer(
                     start_response, "503 Service Unavailable", f"metrics unavailable: {exc}\n".encode()
                 )
-            return _answer(start_response, "200 OK", body, CONTENT_TYPE)
-        return _answer(start_response, "404 Not Found", b"not found: try /, /metrics or /healthz\n")
+            return answer(start_response, "200 OK", body, CONTENT_TYPE)
+        return answer(start_response, "404 Not Found", b"not found: try /, /metrics or /healthz\n")
 
     def _open(self, path: str, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """What needs no token: the static page (its API calls do) and the health check."""
@@ -157,17 +155,5 @@ class HttpEndpoint:
         except Exception as exc:
             why = f"the server did not answer its health check ({exc!r})"
         if not why:
-            return _answer(start_response, "200 OK", b"ok\n")
-        return _answer(start_response, "503 Service Unavailable", f"not serving: {why}\n".encode())
-
-
-def _answer(
-    start_response: StartResponse,
-    status: str,
-    body: bytes,
-    content_type: str = "text/plain; charset=utf-8",
-    extra: list[tuple[str, str]] | None = None,
-) -> list[bytes]:
-    headers = [("Content-Type", content_type), ("Content-Length", str(len(body))), *(extra or [])]
-    start_response(status, headers)
-    return [body]
+            return answer(start_response, "200 OK", b"ok\n")
+        return answer(start_response, "503 Service Unavailable", f"not serving: {why}\n".encode())

@@ -13,15 +13,14 @@ Python job function's payload is {"args": [...], "kwargs": {...}}. Ids are strin
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from pyqueue.client.client import JOB_FIELDS
 from pyqueue.errors import PyQueueError, ResourceExhausted
+from pyqueue.server.http_answers import StartResponse, error_answer, json_answer
 from pyqueue.server.http_clients import TokenClients
-
-StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 _JOB = re.compile(r"^/v1/jobs/(\d+)$")
 FIELDS = JOB_FIELDS  # what a job spec takes, as the Python client's enqueue_many
@@ -53,18 +52,22 @@ class JobsApi:
         try:
             if path == "/v1/jobs":
                 if method != "POST":
-                    return _json(start_response, "405 Method Not Allowed", {"error": "POST a job or a list"})
-                return _json(start_response, "200 OK", self._enqueue(environ))
+                    return error_answer(
+                        start_response, "405 Method Not Allowed", "POST a job or a list", "UNIMPLEMENTED"
+                    )
+                return json_answer(start_response, "200 OK", self._enqueue(environ))
             match = _JOB.match(path)
             if match and method in ("GET", "HEAD"):
                 job = self._clients.client.get_job(int(match.group(1)))
-                return _json(start_response, "200 OK", job.to_dict())
-            return _json(start_response, "404 Not Found", {"error": "try POST /v1/jobs or GET /v1/jobs/ID"})
+                return json_answer(start_response, "200 OK", job.to_dict())
+            return error_answer(
+                start_response, "404 Not Found", "try POST /v1/jobs or GET /v1/jobs/ID", "NOT_FOUND"
+            )
         except BadRequest as exc:
-            return _json(start_response, "400 Bad Request", {"error": str(exc)})
+            return error_answer(start_response, "400 Bad Request", str(exc), "INVALID_ARGUMENT")
         except PyQueueError as exc:
             status = _STATUS.get(exc.code.name, "502 Bad Gateway")
-            return _json(start_response, status, {"error": str(exc), "code": exc.code.name})
+            return error_answer(start_response, status, str(exc), exc.code.name)
 
     def _enqueue(self, environ: dict[str, Any]) -> Any:
         try:
@@ -104,9 +107,3 @@ def _spec(index: int, job: Any) -> dict[str, Any]:
         except ValueError:
             raise BadRequest(f"job {index}: run_at {spec['run_at']!r} is not an ISO 8601 time") from None
     return spec
-
-
-def _json(start_response: StartResponse, status: str, body: Any) -> list[bytes]:
-    raw = json.dumps(body).encode()
-    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(raw)))])
-    return [raw]

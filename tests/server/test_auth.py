@@ -181,8 +181,12 @@ def test_the_http_port_asks_for_the_same_tokens(secured) -> None:  # type: ignor
     assert _http(f"{base}/api/jobs/{job}/delete", secrets["reader"], "POST")[0] == 403
     assert _http(f"{base}/api/jobs/{job}/delete", secrets["admin"], "POST")[0] == 200
     # Jobs over HTTP/JSON: the produce right on the job's queue.
-    assert _http(f"{base}/v1/jobs", None, "POST", {"type": "t", "queue": "emails"})[0] == 401
-    assert _http(f"{base}/v1/jobs", secrets["producer"], "POST", {"type": "t", "queue": "other"})[0] == 403
+    status, body = _http(f"{base}/v1/jobs", None, "POST", {"type": "t", "queue": "emails"})
+    assert (status, json.loads(body)["code"]) == (401, "UNAUTHENTICATED"), body
+    status, body = _http(f"{base}/v1/jobs", secrets["producer"], "POST", {"type": "t", "queue": "other"})
+    assert (status, json.loads(body)["code"]) == (403, "PERMISSION_DENIED"), body
+    status, body = _http(f"{base}/api/queues")
+    assert (status, json.loads(body)["code"]) == (401, "UNAUTHENTICATED"), body
     status, body = _http(f"{base}/v1/jobs", secrets["producer"], "POST", {"type": "t", "queue": "emails"})
     assert status == 200
     assert _http(f"{base}/v1/jobs/{json.loads(body)['id']}", secrets["worker"])[0] == 403

@@ -77,7 +77,14 @@ def test_bad_bodies_are_refused_clearly_and_change_nothing(
     for body, status, words in cases:
         got, answer = _post(http, body)
         assert (got, words in answer["error"]) == (status, True), (body[:40], got, answer)
+        code = "INVALID_ARGUMENT" if status == 400 else "RESOURCE_EXHAUSTED"
+        assert answer["code"] == code, answer  # the documented {"error", "code"} shape
     assert client.count_jobs() == 0
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(f"http://{http}/v1/jobs/12345", timeout=20)
     assert missing.value.code == 404
+    assert json.loads(missing.value.read())["code"] == "NOT_FOUND"
+    with pytest.raises(urllib.error.HTTPError) as wrong_method:
+        urllib.request.urlopen(urllib.request.Request(f"http://{http}/v1/jobs", method="PUT"), timeout=20)
+    assert wrong_method.value.code == 405
+    assert json.loads(wrong_method.value.read())["code"] == "UNIMPLEMENTED"
