@@ -1,5 +1,6 @@
 """A FastAPI app that answers at once and hands the slow work to pyqueue.
 
+pip install "pyqueue[server]" fastapi uvicorn    # uvicorn serves the app; FastAPI does not ship one
 pyqueue serve &                                  # the server
 pyqueue worker fastapi_app:jobs                  # a worker (from this folder)
 uvicorn fastapi_app:api                          # the web app

@@ -98,3 +98,42 @@ def test_django_tasks_run_on_pyqueue(server: ServerProcess, tmp_path: Path) -> N
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.communicate(timeout=30)
+
+
+def test_the_fastapi_example_runs_as_its_docstring_says(server: ServerProcess, tmp_path: Path) -> None:
+    """uvicorn serves the app, `pyqueue worker fastapi_app:jobs` runs the job: the documented
+    commands, each a real process."""
+    import socket
+    import urllib.request
+
+    from harness import ProcessOutput
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYQUEUE_ADDRESS": server.address, "PYTHONUNBUFFERED": "1"}
+    web = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "fastapi_app:api", "--port", str(port)],
+        cwd=EXAMPLES, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pyqueue", "worker", "fastapi_app:jobs"],
+        cwd=EXAMPLES, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    web_out, worker_out = ProcessOutput(web), ProcessOutput(worker)
+    try:
+        web_out.wait_lines("Uvicorn running on", timeout=60)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/signup",
+            data=json.dumps({"email": "ada@example.com"}).encode(),
+            headers={"content-type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.status == 202
+            assert json.loads(answer.read())["status"] == "ready"
+        worker_out.wait_lines("welcome mail to ada@example.com", timeout=60)
+    finally:
+        for proc in (web, worker):
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
