@@ -7,8 +7,8 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Column, Table
 
+from pyqueue.cli.fit import FitColumn, fit_table
 from pyqueue.cli.jobs import client_for, fail
 from pyqueue.client import UNSET
 from pyqueue.client.steering import STATUSES
@@ -16,6 +16,18 @@ from pyqueue.errors import PyQueueError
 
 STATUS_CHOICE = click.Choice(list(STATUSES))  # every status the server knows, cancelled included
 CHUNK = 1000
+# In a narrow terminal the columns go from the last of these; id, type and status stay, whole.
+JOB_COLUMNS = [
+    FitColumn("id", 0),
+    FitColumn("queue", 1, wrap=True),
+    FitColumn("type", 0, wrap=True),
+    FitColumn("status", 0),
+    FitColumn("attempts", 2),
+    FitColumn("run at", 3),
+    FitColumn("priority", 4),
+    FitColumn("created", 5),
+]
+_COUNT_KEEP = {"ready": 1, "in_flight": 2, "scheduled": 3, "dead": 4, "cancelled": 5, "completed": 6}
 
 
 def filter_options(f: Any) -> Any:
@@ -70,21 +82,20 @@ def jobs(
     if as_json:
         click.echo(json.dumps([j.to_dict() for j in found], indent=2))
         return
-    table = Table(
-        Column("id", no_wrap=True), "queue", "type", "status", "priority", "attempts", "created", "run at"
-    )
-    for j in found:
-        table.add_row(
+    rows = [
+        [
             str(j.id),
             j.queue,
             j.type,
             j.status,
-            str(j.priority),
             str(j.attempts),
-            _when(j.created_at),
             _when(j.run_at),
-        )
-    Console().print(table)
+            str(j.priority),
+            _when(j.created_at),
+        ]
+        for j in found
+    ]
+    Console().print(fit_table(JOB_COLUMNS, rows))
 
 
 @click.command()
@@ -120,12 +131,13 @@ def queues(ctx: click.Context, as_json: bool) -> None:
             )
         )
         return
-    columns = list(STATUSES)
-    table = Table("queue", "state", *columns)
+    columns = [FitColumn("queue", 0, wrap=True), FitColumn("state", 0, wrap=True)]
+    columns += [FitColumn(status, _COUNT_KEEP.get(status, 9)) for status in STATUSES]
+    rows = []
     for q in found:
         state = ("paused" if q.paused else "running") + (f"\n{q.limits}" if q.limits else "")
-        table.add_row(q.name, state, *(str(q.counts.get(c, 0)) for c in columns))
-    Console().print(table)
+        rows.append([q.name, state, *(str(q.counts.get(c, 0)) for c in STATUSES)])
+    Console().print(fit_table(columns, rows))
 
 
 def _bulk(

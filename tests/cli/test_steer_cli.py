@@ -36,6 +36,29 @@ def test_queues_shows_counts(server, client: pyqueue.Client) -> None:  # type: i
     assert "mail" in run(server, "queues").stdout
 
 
+def test_tables_fit_80_columns_and_never_cut_a_status_or_a_type(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    long_type = "reports.build_the_monthly_report_for_one_customer"
+    client.enqueue(long_type, queue="reports-eu-west", delay=3600)
+    client.enqueue("t", queue="mail")
+    env = {**os.environ, "COLUMNS": "80"}
+    for command in ("jobs", "queues"):
+        out = subprocess.run(
+            [sys.executable, "-m", "pyqueue", "--address", server.address, command],
+            capture_output=True, text=True, timeout=60, env=env,
+        ).stdout  # fmt: skip
+        assert "…" not in out, out
+        assert all(len(line) <= 80 for line in out.splitlines()), out
+        assert "scheduled" in out and "ready" in out, out
+        if command == "jobs":  # the type is whole: folded onto the next line of its cell, never cut
+            lines = out.splitlines()
+            at = next(n for n, line in enumerate(lines) if "reports.build" in line)
+            column = lines[at].index("reports.build")
+            pieces = [line[column:].split()[0] for line in lines[at : at + 3] if line[column:].strip()]
+            assert long_type in {"".join(pieces[:k]) for k in range(1, len(pieces) + 1)}, out
+
+
 def test_update_and_delete(server, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
     job_id = client.enqueue("t", delay=600).id
     run(server, "update", str(job_id), "--priority", "3", "--now")
