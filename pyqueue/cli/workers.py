@@ -1,4 +1,5 @@
-"""`pyqueue workers`: the worker streams connected now, on every shard."""
+"""`pyqueue workers`: the worker processes connected now, one row each (a worker holds a stream
+to every shard that owns one of its queues)."""
 
 import json
 from datetime import UTC, datetime
@@ -8,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pyqueue.cli.jobs import client_for, fail
+from pyqueue.client.steering import per_process
 from pyqueue.errors import PyQueueError
 
 
@@ -18,7 +20,7 @@ def workers(ctx: click.Context, as_json: bool) -> None:
     """Every connected worker: host, pid, queues, prefetch, jobs in flight, since when, last ack."""
     try:
         with client_for(ctx) as client:
-            found = client.workers()
+            found = per_process(client.workers())
     except PyQueueError as exc:
         fail(exc)
     if as_json:

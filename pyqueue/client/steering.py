@@ -1,5 +1,6 @@
 """Building filters and changes for listing, counting, updating and deleting jobs."""
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -237,6 +238,33 @@ class WorkerInfo:
         out["connected_at"] = self.connected_at.isoformat()
         out["last_ack_at"] = self.last_ack_at.isoformat() if self.last_ack_at else None
         return out
+
+
+def per_process(streams: Iterable[WorkerInfo]) -> list[WorkerInfo]:
+    """One entry per worker process (host, pid, name): a worker on a sharded server holds a
+    stream to each shard that owns one of its queues, which ListWorkers lists one by one. Counts
+    add up, queues join, `shard` is the first; oldest first."""
+    merged: dict[tuple[str, int, str], WorkerInfo] = {}
+    for w in streams:
+        key = (w.host, w.pid, w.name)
+        seen = merged.get(key)
+        if seen is None:
+            merged[key] = w
+            continue
+        acks = [t for t in (seen.last_ack_at, w.last_ack_at) if t is not None]
+        merged[key] = dataclasses.replace(
+            seen,
+            queues=sorted({*seen.queues, *w.queues}),
+            prefetch=seen.prefetch + w.prefetch,
+            in_flight=seen.in_flight + w.in_flight,
+            running=seen.running + w.running,
+            connected_at=min(seen.connected_at, w.connected_at),
+            last_ack_at=max(acks) if acks else None,
+            acked=seen.acked + w.acked,
+            failed=seen.failed + w.failed,
+            shard=min(seen.shard, w.shard),
+        )
+    return sorted(merged.values(), key=lambda w: w.connected_at)
 
 
 def _when(ms: int) -> datetime | None:

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from pyqueue.client import Client
+from pyqueue.client.steering import per_process
 from pyqueue.errors import InvalidArgument, NotFound, PermissionDenied, PyQueueError, Unauthenticated
 from pyqueue.server.http_answers import StartResponse, answer, error_answer, json_answer
 from pyqueue.server.http_clients import TokenClients
@@ -85,7 +86,7 @@ class Dashboard:
         if path == "/api/queues":
             return self._queues()
         if path == "/api/workers":
-            return [{**w.to_dict(), "queues": list(w.queues)} for w in client.workers()]
+            return [{**w.to_dict(), "queues": list(w.queues)} for w in per_process(client.workers())]
         if path == "/api/jobs":
             limit = min(int((query.get("limit") or ["50"])[0]), PAGE_LIMIT)
             jobs, after, before = client.list_page(
@@ -126,7 +127,7 @@ class Dashboard:
 
         client = self.client
         workers: dict[str, int] = {}
-        for w in client.workers():
+        for w in per_process(client.workers()):
             for queue in w.queues:
                 workers[queue] = workers.get(queue, 0) + 1
         totals: dict[tuple[str, str], float] = {}
@@ -141,6 +142,7 @@ class Dashboard:
             {
                 "name": q.name,
                 "paused": q.paused,
+                "limits": q.limits,
                 "counts": q.counts,
                 "workers": workers.get(q.name, 0),
                 "enqueued_total": totals.get(("pyqueue_jobs_enqueued_total", q.name), 0),

@@ -155,7 +155,8 @@ def test_the_api_refuses_changes_without_its_header_and_bad_filters(tmp_path) ->
         assert call("/api/jobs?status=bogus") == (
             400,
             {
-                "error": "unknown status 'bogus'; one of scheduled, ready, in_flight, completed, dead, cancelled"
+                "error": "unknown status 'bogus'; one of scheduled, ready, in_flight, completed, dead, cancelled",
+                "code": "INVALID_ARGUMENT",
             },
         )
         assert call("/api/jobs/12345")[0] == 404
@@ -165,5 +166,43 @@ def test_the_api_refuses_changes_without_its_header_and_bad_filters(tmp_path) ->
         assert status == 200 and body["jobs"][0]["id"] == str(job.id), "ids are strings in JSON"
         with pyqueue.Client(server.address) as client:
             assert client.get_job(job.id).status == "ready", "nothing changed"
+    finally:
+        server.close()
+
+
+def test_on_two_shards_one_worker_is_one_row_limits_show_and_job_links_work(tmp_path, browser) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server = ServerProcess(tmp_path / "data", "--shards", "2").start()
+    wait = WebDriverWait(browser, 30)
+    try:
+        with pyqueue.Client(server.address) as client:
+            topology = client.routes.topology
+            assert topology is not None
+            first = next(f"q{i}" for i in range(100) if topology.shard_of_queue(f"q{i}") == 0)
+            second = next(f"q{i}" for i in range(100) if topology.shard_of_queue(f"q{i}") == 1)
+            client.set_queue_limit(first, max_running=5)
+            job = client.enqueue("send", {"to": "ada@example.com"}, queue=second)
+            base = f"http://{server.http_address}/"
+
+            browser.get(base)
+            wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-queue="{first}"]')))
+            limits = browser.find_element(By.CSS_SELECTOR, f'tr[data-queue="{first}"] td.limits').text
+            assert limits == "max 5 running"
+
+            browser.get(f"{base}#/jobs/{job.id}")  # the link a person pastes
+            wait.until(EC.text_to_be_present_in_element((By.ID, "job-status"), "ready"))
+            assert (
+                browser.find_element(By.ID, "job-max_retries").text == "the server's default (--max-retries)"
+            )
+
+            with client.take([first, second]):  # one worker, a stream to each shard
+                browser.get(f"{base}#/workers")
+                wait.until(EC.text_to_be_present_in_element((By.ID, "workers-table"), f"pid {os.getpid()}"))
+                rows = browser.find_elements(By.CSS_SELECTOR, "#workers-table tbody tr")
+                assert len(rows) == 1, [r.text for r in rows]
+                assert first in rows[0].text and second in rows[0].text
     finally:
         server.close()
