@@ -54,18 +54,27 @@ class Job:
     headers: dict[str, str] = field(default_factory=dict)  # what the producer handed over
     wants_result: bool = False  # enqueued with keep_result: the worker sends the return value
     limit_key: str = ""  # its queue's per-key cap counts it under this key
+    # The payload's bytes do not decode as its content type says (a record from before the server
+    # checked them): `payload` holds the raw bytes, and a worker fails the attempt with this.
+    payload_error: str = ""
     _result: bytes = field(default=b"", repr=False, compare=False)  # completed: the result, JSON
     _client: "Client | None" = field(default=None, repr=False, compare=False)
     _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_pb(cls, message: pb.Job, stream: "TakeStream | None" = None) -> "Job":
+        try:
+            payload, payload_error = codec.decode(message.payload, message.content_type), ""
+        except (ValueError, RecursionError) as exc:  # one bad job must not stop a listing or a worker
+            payload = message.payload
+            payload_error = f"the payload does not decode as {message.content_type} ({exc})"
         return cls(
             id=message.id,
             type=message.type,
             queue=message.queue,
             priority=message.priority,
-            payload=codec.decode(message.payload, message.content_type),
+            payload=payload,
+            payload_error=payload_error,
             content_type=message.content_type,
             status=STATUS_NAMES.get(message.status, "unknown"),
             attempts=message.attempts,
@@ -163,4 +172,4 @@ class Job:
             "errors": self.errors,
             "lost": self.lost,
             "started_at": self.started_at.isoformat() if self.started_at else None,
-        }
+        } | ({"payload_error": self.payload_error} if self.payload_error else {})

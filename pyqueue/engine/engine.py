@@ -42,6 +42,7 @@ from pyqueue.engine.model import (
     scoped_unique_key,
     system_clock,
 )
+from pyqueue.engine.payloads import payload_problem
 from pyqueue.engine.purger import Purger
 from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.engine.reaper import Reaper
@@ -252,6 +253,9 @@ class Engine:
         limits.check_priority(index, priority)
         limits.check_payload(index, len(payload))
         limits.check_content_type(index, content_type)
+        problem = payload_problem(content_type, payload)
+        if problem:
+            raise InvalidArgument(f"job {index}: {problem}")
         if run_at_ms and delay_ms:
             raise InvalidArgument(f"job {index}: give run_at or delay, not both")
         where = f"job {index}: "
@@ -421,6 +425,10 @@ class Engine:
             limits.check_payload(0, len(changes.payload))
         if changes.content_type is not None:
             limits.check_content_type(0, changes.content_type)
+            if changes.payload is not None:  # else each job's own is checked as it is changed
+                problem = payload_problem(changes.content_type, changes.payload)
+                if problem:
+                    raise InvalidArgument(problem)
         if changes.max_retries is not None:
             ranges.check("max_retries", changes.max_retries)
         if changes.run_at_ms is not None:

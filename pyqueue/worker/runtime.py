@@ -275,6 +275,8 @@ class Worker:
         try:
             if current.cancelled:  # cancelled before it started: it does not run
                 outcome = Outcome("cancelled", "cancelled by request", "Cancelled")
+            elif job.payload_error:  # the attempt is charged: the job goes dead by its retries
+                outcome = Outcome("error", job.payload_error, "PayloadDecodeError")
             else:
                 outcome = await execute(self._runner(function), job, current)
         finally:

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pyqueue.engine import queue_limits, recovery
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Changes, Outcome, Rejection
+from pyqueue.engine.payloads import payload_problem
 from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.engine.requests.base import Request, Transitions
 from pyqueue.engine.retry import JobOptions, RetryPolicy
@@ -48,6 +49,13 @@ class UpdateJobs(Transitions):
                     )
                 )
                 continue
+            if c.payload is not None or c.content_type is not None:
+                content_type = record.content_type if c.content_type is None else c.content_type
+                payload = view.payloads([job_id])[0] if c.payload is None else c.payload
+                problem = payload_problem(content_type, payload)
+                if problem:
+                    outcome.rejected.append(Rejection(job_id, "INVALID_ARGUMENT", f"job {job_id}: {problem}"))
+                    continue
             before = indexed(record)
             if record.status == Status.READY:
                 self.unready.append((record.queue, record.priority, job_id))
