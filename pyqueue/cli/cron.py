@@ -31,7 +31,7 @@ def cron(ctx: click.Context, as_json: bool) -> None:
             e.name,
             f"{e.schedule} ({e.timezone})",
             f"{e.type} on {e.queue}",
-            "paused" if e.paused else "running",
+            f"skipped: {e.problem}" if e.problem else "paused" if e.paused else "running",
             e.next_run.astimezone().strftime("%Y-%m-%d %H:%M:%S") if e.next_run else "-",
             e.last_run.astimezone().strftime("%Y-%m-%d %H:%M:%S") if e.last_run else "-",
         )

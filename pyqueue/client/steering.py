@@ -169,6 +169,7 @@ class CronInfo:
     paused: bool
     next_run: datetime | None
     last_run: datetime | None
+    problem: str = ""  # why the server skips it ('' when it runs)
 
     @classmethod
     def from_pb(cls, message: pb.CronEntry) -> "CronInfo":
@@ -181,6 +182,7 @@ class CronInfo:
             message.paused,
             _when(message.next_run_ms),
             _when(message.last_run_ms),
+            message.problem,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -46,6 +46,7 @@ class CronService:
         self.entries: dict[str, CronEntry] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._reported: dict[str, CronEntry] = {}  # skipped entries, as they were when reported
         self.enqueued = 0
 
     def start(self, entries: dict[str, CronEntry]) -> None:
@@ -67,14 +68,27 @@ class CronService:
         self._changed.set()
 
     def next_due_ms(self) -> int | None:
-        due = [e.next_tick_ms() for e in self.entries.values() if not e.paused]
+        due = [e.next_tick_ms() for e in self.entries.values() if not e.paused and not self._skipped(e)]
         return min(due) if due else None
+
+    def _skipped(self, entry: CronEntry) -> bool:
+        """An entry whose next run cannot be computed is reported (once) and skipped: it must not
+        stop every other periodic job of the shard."""
+        problem = entry.problem()
+        if problem and self._reported.get(entry.name) != entry:
+            self._reported[entry.name] = entry
+            log.error(
+                "periodic job %s is skipped: %s; change or delete it (pyqueue cron)", entry.name, problem
+            )
+        return bool(problem)
 
     async def run_once(self) -> int:
         """Enqueue every tick due now; returns how many jobs went in."""
         now = self._clock()
         enqueued = 0
         for entry in list(self.entries.values()):
+            if self._skipped(entry):
+                continue
             due = entry.due(now)
             if due is None:
                 continue

@@ -499,7 +499,7 @@ class Engine:
     def cron_entry(self, name: str, schedule: str, timezone: str, job: NewJob) -> CronEntry:
         """Validate one periodic job (its job through `new_job` first)."""
         self.config.limits.check_name("periodic job name", name)
-        check_schedule(schedule, timezone)
+        check_schedule(schedule, timezone, self.clock())
         return CronEntry(name, schedule, timezone or "UTC", job)
 
     async def set_cron(self, entries: Sequence[CronEntry]) -> list[CronEntry]:

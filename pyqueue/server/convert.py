@@ -171,9 +171,11 @@ def cron_to_pb(entry: CronEntry) -> pb.CronEntry:
             timeout_ms=job.timeout_ms,
         ),
         paused=entry.paused,
-        next_run_ms=0 if entry.paused else entry.next_tick_ms(),
         last_run_ms=entry.last_tick_ms,
+        problem=entry.problem(),
     )
+    if not entry.paused and not message.problem:
+        message.next_run_ms = entry.next_tick_ms()
     if job.max_retries >= 0:
         message.job.max_retries = job.max_retries
     return message

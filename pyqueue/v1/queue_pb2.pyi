@@ -1231,6 +1231,7 @@ class CronEntry(_message.Message):
     PAUSED_FIELD_NUMBER: _builtins.int
     NEXT_RUN_MS_FIELD_NUMBER: _builtins.int
     LAST_RUN_MS_FIELD_NUMBER: _builtins.int
+    PROBLEM_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     schedule: _builtins.str
     timezone: _builtins.str
@@ -1238,6 +1239,10 @@ class CronEntry(_message.Message):
     """Set by the server (ignored by SetCron):"""
     next_run_ms: _builtins.int
     last_run_ms: _builtins.int
+    problem: _builtins.str
+    """Why the entry is skipped (its next run cannot be computed: a store from before the server
+    refused such schedules); empty when it runs.
+    """
     @_builtins.property
     def job(self) -> Global___NewJob: ...
     def __init__(
@@ -1250,10 +1255,11 @@ class CronEntry(_message.Message):
         paused: _builtins.bool = ...,
         next_run_ms: _builtins.int = ...,
         last_run_ms: _builtins.int = ...,
+        problem: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "last_run_ms", b"last_run_ms", "name", b"name", "next_run_ms", b"next_run_ms", "paused", b"paused", "schedule", b"schedule", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "last_run_ms", b"last_run_ms", "name", b"name", "next_run_ms", b"next_run_ms", "paused", b"paused", "problem", b"problem", "schedule", b"schedule", "timezone", b"timezone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -139,3 +139,49 @@ def test_a_sharded_server_keeps_each_entry_on_its_queues_shard(tmp_path) -> None
                 client.delete_cron("nobody")
     finally:
         server.close()
+
+
+def test_a_schedule_that_never_fires_is_refused_and_a_stored_one_is_skipped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    every_second = {"name": "beat", "schedule": "* * * * * *", "job": {"type": "beat", "queue": "ops"}}
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            client.set_cron([every_second])
+            for schedule, timezone in (
+                ("0 0 30 2 *", "UTC"),
+                ("* * * * *", "Europe"),
+                ("* * * * *", "x" * 10_000),
+            ):
+                with pytest.raises(pyqueue.InvalidArgument):
+                    client.set_cron(
+                        [{"name": "bad", "schedule": schedule, "timezone": timezone, "job": {"type": "t"}}]
+                    )
+            assert [e.name for e in client.cron_entries()] == ["beat"], "a refusal stores nothing"
+        assert server.stop() == 0
+        # An entry stored by an older server that let February 30 in.
+        damage = (
+            "import sys; from pyqueue.store import RocksStore; from pyqueue.store.contract import Family\n"
+            "from pyqueue.engine.cron_entry import CronEntry; from pyqueue.engine.model import NewJob\n"
+            "entry = CronEntry('feb30', '0 0 30 2 *', 'UTC', NewJob('t', 'ops', 32768, b'', ''), created_ms=1)\n"
+            "store = RocksStore(sys.argv[1]); batch = store.batch()\n"
+            "batch.put(Family.DATA, entry.key, entry.encode()); store.write(batch); store.sync(); store.close()\n"
+        )
+        subprocess.run([sys.executable, "-c", damage, str(server.data_dir)], check=True, timeout=60)
+        server.start()
+        with pyqueue.Client(server.address) as client:
+            before = client.count_jobs(queue="ops")
+            deadline = time.monotonic() + 30
+            while client.count_jobs(queue="ops") < before + 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert client.count_jobs(queue="ops") >= before + 2, "the every-second entry keeps firing"
+            entries = {e.name: e for e in client.cron_entries()}
+            assert "cannot be computed" in entries["feb30"].problem and entries["feb30"].next_run is None
+            assert entries["beat"].problem == "" and entries["beat"].next_run is not None
+        server.wait_for("periodic job feb30 is skipped")
+        listed = subprocess.run(
+            [sys.executable, "-m", "pyqueue", "--address", server.address, "cron"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert listed.returncode == 0 and "skipped" in listed.stdout, listed.stdout + listed.stderr
+    finally:
+        server.close()

@@ -100,6 +100,9 @@ async def test_set_is_idempotent_and_keeps_pause_and_progress(timed) -> None:  #
         ("* * *", "UTC", "has 3 fields"),
         ("61 * * * *", "UTC", "not a valid cron expression"),
         ("* * * * *", "Mars/Olympus", "timezone 'Mars/Olympus' is unknown"),
+        ("0 0 30 2 *", "UTC", "never fires"),  # February 30
+        ("* * * * *", "Europe", "timezone 'Europe' is unknown"),  # a directory of zones
+        ("* * * * *", "x" * 10_000, "at most 64"),
     ],
 )
 async def test_bad_entries_are_refused(timed, schedule: str, timezone: str, hint: str) -> None:  # type: ignore[no-untyped-def]
