@@ -13,7 +13,7 @@ import pyqueue
 def main() -> None:
     with tempfile.TemporaryDirectory() as data:
         server = subprocess.Popen(
-            [sys.executable, "-m", "pyqueue", "serve", "--data-dir", data, "--listen", "127.0.0.1:0",
+            [sys.executable, "-m", "pyqueue", "serve", "--data-dir", f"{data}/store", "--listen", "127.0.0.1:0",
              "--shards", "1", "--http-listen", ""],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=data,
         )  # fmt: skip

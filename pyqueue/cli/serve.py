@@ -43,6 +43,13 @@ def check_server_installed() -> None:
     help="Where the RocksDB store lives.",
 )
 @click.option(
+    "--init",
+    is_flag=True,
+    help="Create the store if the data dir holds none. Without it a store is created only when "
+    "the data dir does not exist yet: an existing empty dir is refused (a volume that did not "
+    "mount must not start empty).",
+)
+@click.option(
     "--listen", default="127.0.0.1:7411", show_default=True, help="HOST:PORT to listen on (port 0: any)."
 )
 @click.option(
@@ -169,6 +176,7 @@ def check_server_installed() -> None:
 @log_options
 def serve(
     data_dir: Path,
+    init: bool,
     listen: str,
     commit_mode: str,
     heartbeat_s: float,
@@ -233,6 +241,7 @@ def serve(
             shards,
             shard_args(sys.argv),
             ServerConfig(
+                init=init,
                 worker_timeout_s=worker_timeout_s,
                 max_connections=connections,
                 http_listen=http_listen,
@@ -263,6 +272,7 @@ def serve(
     run_server(
         ServerConfig(
             data_dir=data_dir,
+            init=init,
             listen=listen,
             commit_mode=commit_mode,
             heartbeat_s=heartbeat_s,
@@ -294,6 +304,7 @@ def serve(
 
 
 _OWN = {"--data-dir", "--listen", "--shards", "--http-listen", "--advertise"}
+_OWN_FLAGS = {"--init"}  # the supervisor decides which shard may create its store
 
 
 def shard_args(argv: list[str]) -> list[str]:
@@ -305,6 +316,8 @@ def shard_args(argv: list[str]) -> list[str]:
             skip = False
             continue
         name = arg.split("=", 1)[0]
+        if arg in _OWN_FLAGS:
+            continue
         if name in _OWN:
             skip = "=" not in arg
             continue

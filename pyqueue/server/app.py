@@ -84,11 +84,15 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
+    create = config.init or not config.data_dir.exists()
+    new = not (config.data_dir / "CURRENT").exists()
     try:
-        store = RocksStore(config.data_dir, max_open_files=rocksdb_share(raise_limit()))
+        store = RocksStore(config.data_dir, max_open_files=rocksdb_share(raise_limit()), create=create)
     except StoreDamagedError as exc:
         log.critical("%s", exc)
         raise SystemExit(f"pyqueue serve: {exc}") from None
+    if new:
+        log.warning("created a new, empty store in %s", config.data_dir)
     engine = Engine(
         store,
         EngineConfig(

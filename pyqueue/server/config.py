@@ -43,6 +43,9 @@ class TlsFiles:
 @dataclass(frozen=True)
 class ServerConfig:
     data_dir: Path = Path(DEFAULT_DATA_DIR)
+    # Create the store if the data dir holds none. Without it a store is created only when this
+    # start creates the directory itself: an existing empty dir is a volume that did not mount.
+    init: bool = False
     listen: str = DEFAULT_LISTEN
     commit_mode: str = "fsync"  # or "buffered": answered once written to the OS, not synced
     heartbeat_s: float = 3.0

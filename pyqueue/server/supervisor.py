@@ -33,6 +33,7 @@ from pyqueue.server.http import HttpEndpoint
 from pyqueue.server.rights import Guard
 from pyqueue.server.router import Router
 from pyqueue.server.shutdown import CallsInHand, stop_server
+from pyqueue.store.rocks import missing_store
 
 log = logging.getLogger("pyqueue.supervisor")
 _LISTENING = re.compile(r"listening on (\S+:\d+)")
@@ -66,6 +67,7 @@ class ShardProcess:
         self.address = f"{host}:0"
         self.internal = ""  # where the router dials it, when not its public address (TLS)
         self.proc: subprocess.Popen[str] | None = None
+        self.init = False  # pass --init on the next start (then not again)
 
     @property
     def dial(self) -> str:
@@ -103,6 +105,7 @@ class ShardProcess:
                 str(self.topology_file),
                 "--http-listen",
                 "",  # the supervisor serves HTTP for the whole server
+                *(("--init",) if self.init else ()),
                 *self.args,
             ),
             stdin=subprocess.PIPE,
@@ -111,6 +114,7 @@ class ShardProcess:
             text=True,
             env=child_environment(),
         )
+        self.init = False
         threading.Thread(target=self._relay, args=(self.proc, listening), daemon=True).start()
         if not listening.wait(60) or not listening.address:
             raise SystemExit(f"shard {self.index} did not start")
@@ -160,7 +164,9 @@ def own(data_dir: Path) -> TextIO:
     return lock
 
 
-def _check_layout(data_dir: Path, shards: int) -> None:
+def _check_layout(data_dir: Path, shards: int, may_create: bool) -> None:
+    """Refuse a layout that does not match, or stores that are missing from it: a store is created
+    only when this start created the data dir, or with --init (`may_create`)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     layout = data_dir / "cluster.json"
     if layout.exists():
@@ -170,8 +176,18 @@ def _check_layout(data_dir: Path, shards: int) -> None:
                 f"{data_dir} holds {existing['shards']} shards; start it with --shards {existing['shards']} "
                 "(changing the shard count of a data dir is not supported: its slots would move away from their jobs)"
             )
+        missing = [i for i in range(shards) if not (data_dir / f"shard-{i}" / "CURRENT").exists()]
+        if missing and not may_create:
+            names = ", ".join(f"shard-{i}" for i in missing)
+            raise SystemExit(
+                f"{data_dir} holds a {shards}-shard layout, but {names} holds no store: restore it from "
+                "a backup (or mount its volume); to start it new and empty (its jobs are gone), start "
+                "once with --init"
+            )
     elif (data_dir / "CURRENT").exists() or any(data_dir.glob("*.sst")) or any(data_dir.glob("MANIFEST-*")):
         raise SystemExit(f"{data_dir} holds a single-process store; start it with --shards 1")
+    elif not may_create:
+        raise SystemExit(missing_store(data_dir))
     else:
         write_json(layout, {"shards": shards, "slots": SLOTS})
 
@@ -207,12 +223,15 @@ async def supervise(
 ) -> None:
     """Start the shards, then the public address (the router) and the HTTP port; run until
     SIGTERM or SIGINT. Shards listen on the listen host; clients are told the advertised host."""
+    may_create = config.init or not data_dir.exists()
     lock = own(data_dir)
-    _check_layout(data_dir, shards)
+    _check_layout(data_dir, shards, may_create)
     grpc_options = config.grpc_options()
     topology_file = data_dir / "topology.json"
     host = listen.rsplit(":", 1)[0]
     processes = [ShardProcess(i, shards, data_dir, topology_file, args, host) for i in range(shards)]
+    for process in processes:
+        process.init = may_create  # on its first start only: a restart never makes an empty store
     for process, last in zip(processes, _last_addresses(topology_file), strict=False):
         # The same ports as last time, so clients that knew them still do.
         process.address = f"{host}:{last.rsplit(':', 1)[1]}"

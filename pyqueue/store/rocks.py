@@ -51,6 +51,20 @@ def _opening_error(path: Path, exc: Exception) -> Exception:
     return StoreDamagedError(f"{path} could not be opened: {text}")
 
 
+def missing_store(path: Path) -> str:
+    """Why a start is refused where a store should be and is not, with what to do."""
+    if not path.exists():
+        return (
+            f"{path} does not exist, where this server's store should be: if it lives on a volume, "
+            "mount it; to start a new, empty store there, start once with --init"
+        )
+    return (
+        f"{path} exists but holds no pyqueue store: if it is a volume that did not mount (or a "
+        "store that was deleted), mount or restore it; to start a new, empty store there, start "
+        "once with --init"
+    )
+
+
 class RocksBatch:
     """One atomic WriteBatch. The engine's hot path writes through `put_index` and `delete_index`,
     which are rocksdict's own methods (the index family is the batch's default, and most of a
@@ -93,10 +107,12 @@ class RocksStore:
         read_only: bool = False,
         max_open_files: int = -1,
         salvage: bool = False,
+        create: bool = True,
     ) -> None:
         """Open (or create) the store. `read_only` opens an existing store for reading and never
         creates or changes anything (what `pyqueue check` uses). `salvage` opens a damaged one
-        skipping every corrupt log record (what `pyqueue repair` uses: the records lost are lost)."""
+        skipping every corrupt log record (what `pyqueue repair` uses: the records lost are lost).
+        Without `create`, a directory that holds no store is refused, not started empty."""
         self.path = Path(path)
         leftovers = [
             p for p in self.path.glob("*") if p.suffix in (".sst", ".log") or p.name.startswith("MANIFEST")
@@ -107,6 +123,8 @@ class RocksStore:
                 f"{self.path} holds no store (its CURRENT file is missing): if a store was there, it "
                 f"is damaged; `pyqueue repair --data-dir {self.path}` salvages what it can"
             )
+        if not create and not (self.path / "CURRENT").exists():
+            raise StoreDamagedError(missing_store(self.path))
         if not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
         db_options = Options(raw_mode=True)

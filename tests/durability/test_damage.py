@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import ServerProcess, check_store, pyqueue_command
+from harness import ServerProcess, check_store, pyqueue_command, serve_once
 
 import pyqueue
 
@@ -147,3 +147,43 @@ def test_a_corrupt_table_block_fails_the_requests_that_read_it_not_the_server(tm
         assert server.proc is not None and server.proc.poll() is None, "the server is still up"
     finally:
         server.close()
+
+
+def test_an_existing_empty_data_dir_is_refused_until_init(tmp_path: Path) -> None:
+    """A volume that did not mount leaves its mount point: an empty dir. Starting there must not
+    make a new, empty store that hides the lost one."""
+    empty = tmp_path / "mnt"
+    empty.mkdir()
+    for shards in ("1", "2"):
+        refused = serve_once(empty, "--shards", shards)
+        assert refused.returncode != 0
+        assert "exists but holds no pyqueue store" in refused.stderr + refused.stdout, refused.stderr
+        assert "--init" in refused.stderr + refused.stdout
+        assert [p.name for p in empty.iterdir() if p.name != "supervisor.lock"] == [], "nothing made"
+    server = ServerProcess(empty, "--init").start()
+    try:
+        server.wait_for("created a new, empty store")
+        with pyqueue.Client(server.address) as client:
+            client.enqueue("t")
+        assert server.stop() == 0
+        server.args.remove("--init")  # from now on a plain start, and the store is there
+        server.start()
+        with pyqueue.Client(server.address) as client:
+            assert client.count_jobs() == 1
+    finally:
+        server.close()
+
+
+def test_a_shard_whose_store_is_gone_is_refused_by_name(tmp_path: Path) -> None:
+    import shutil
+
+    server = ServerProcess(tmp_path / "data", "--shards", "2").start()
+    with pyqueue.Client(server.address) as client:
+        client.enqueue_many([{"type": "t", "queue": f"q{i}"} for i in range(20)])
+    assert server.stop() == 0
+    shutil.rmtree(server.data_dir / "shard-1")
+    (server.data_dir / "shard-1").mkdir()  # its volume's empty mount point
+    refused = serve_once(server.data_dir, "--shards", "2")
+    assert refused.returncode != 0
+    assert "shard-1 holds no store" in refused.stderr + refused.stdout, refused.stderr
+    assert not (server.data_dir / "shard-1" / "CURRENT").exists(), "nothing made"
