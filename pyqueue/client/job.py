@@ -57,6 +57,8 @@ class Job:
     # The payload's bytes do not decode as its content type says (a record from before the server
     # checked them): `payload` holds the raw bytes, and a worker fails the attempt with this.
     payload_error: str = ""
+    # A listing reached a stored record that cannot be read: only the id is known, this says why.
+    damage: str = ""
     _result: bytes = field(default=b"", repr=False, compare=False)  # completed: the result, JSON
     _client: "Client | None" = field(default=None, repr=False, compare=False)
     _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
@@ -75,6 +77,7 @@ class Job:
             priority=message.priority,
             payload=payload,
             payload_error=payload_error,
+            damage=message.damage,
             content_type=message.content_type,
             status=STATUS_NAMES.get(message.status, "unknown"),
             attempts=message.attempts,
@@ -154,22 +157,26 @@ class Job:
         """The job as JSON-ready values. The id is a string: ids pass 2**53, where JSON numbers
         lose digits in JavaScript and other readers."""
         payload = self.payload if not isinstance(self.payload, bytes) else self.payload.hex()
-        return {
-            "id": str(self.id),
-            "type": self.type,
-            "queue": self.queue,
-            "priority": self.priority,
-            "payload": payload,
-            "content_type": self.content_type,
-            "status": self.status,
-            "attempts": self.attempts,
-            "created_at": self.created_at.isoformat() if self.created_at else None,
-            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
-            "run_at": self.run_at.isoformat() if self.run_at else None,
-            "max_retries": self.max_retries,
-            "timeout_ms": self.timeout_ms,
-            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-            "errors": self.errors,
-            "lost": self.lost,
-            "started_at": self.started_at.isoformat() if self.started_at else None,
-        } | ({"payload_error": self.payload_error} if self.payload_error else {})
+        return (
+            {
+                "id": str(self.id),
+                "type": self.type,
+                "queue": self.queue,
+                "priority": self.priority,
+                "payload": payload,
+                "content_type": self.content_type,
+                "status": self.status,
+                "attempts": self.attempts,
+                "created_at": self.created_at.isoformat() if self.created_at else None,
+                "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+                "run_at": self.run_at.isoformat() if self.run_at else None,
+                "max_retries": self.max_retries,
+                "timeout_ms": self.timeout_ms,
+                "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+                "errors": self.errors,
+                "lost": self.lost,
+                "started_at": self.started_at.isoformat() if self.started_at else None,
+            }
+            | ({"payload_error": self.payload_error} if self.payload_error else {})
+            | ({"damage": self.damage} if self.damage else {})
+        )

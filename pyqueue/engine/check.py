@@ -17,7 +17,7 @@ from pyqueue.engine.rebuild import rebuild
 from pyqueue.engine.recovery import LAYOUT, READY_IN_RUN_ORDER
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
-from pyqueue.store.records import ENDED, JobRecord, Status
+from pyqueue.store.records import ENDED, CorruptRecordError, JobRecord, Status
 
 FAR_FUTURE = 2**62
 
@@ -51,8 +51,14 @@ def check(store: Store) -> Report:
     by_queue: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for key, raw in store.scan(Family.DATA, *keys.job_range()):
         job_id = keys.id_suffix(key)
-        record = JobRecord.decode(job_id, raw)
         report.jobs += 1
+        try:
+            record = JobRecord.decode(job_id, raw)
+        except CorruptRecordError as exc:
+            report.problems.append(
+                f"{exc}: listings show it as a damaged entry; restore the store from a backup to have it back"
+            )
+            continue
         counts[record.status.label] += 1
         by_queue[record.queue][record.status.label] += 1
         status_entries[record.status_key()] = record.status_value()

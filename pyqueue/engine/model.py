@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pyqueue.store.records import JobRecord
+from pyqueue.store.records import JobRecord, Status
 
 Clock = Callable[[], int]
 """Milliseconds since the epoch; injectable so tests can drive time."""
@@ -86,6 +86,11 @@ class JobView:
     record: JobRecord
     payload: bytes
     result: bytes | None = None  # completed jobs that keep their result
+    damage: str = ""  # the record could not be read: only `record.id` is known (a listing's marker)
+
+    @classmethod
+    def damaged(cls, job_id: int, problem: str) -> "JobView":
+        return cls(JobRecord(job_id, Status.SCHEDULED, "", "", 0, 0, 0), b"", damage=problem)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ is keyed by (queue, status, id). Pages are cut by id, so a cursor is just the bo
 """
 
 import heapq
+import logging
 import operator
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ from pyqueue.engine.model import JobView
 from pyqueue.engine.rebuild import ready_queues
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
-from pyqueue.store.records import JobRecord, Status
+from pyqueue.store.records import CorruptRecordError, JobRecord, Status
+
+log = logging.getLogger("pyqueue.query")
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 50
@@ -179,20 +182,37 @@ def candidates(store: Store, f: JobFilter, after: int | None, descending: bool) 
     return _intersect(streams, descending)
 
 
-def _matching(store: Store, f: JobFilter, after: int | None, descending: bool) -> Iterator[JobRecord]:
+@dataclass(frozen=True, slots=True)
+class Damaged:
+    id: int
+    problem: str
+
+
+def _matching(
+    store: Store, f: JobFilter, after: int | None, descending: bool, damaged: bool = False
+) -> Iterator[JobRecord | Damaged]:
+    """The records the filter selects, in id order. A record that cannot be read is skipped, or,
+    with `damaged` (a listing), given as a Damaged marker where the index put it: one bad record
+    must not break the listing of everything else."""
     batch: list[int] = []
     for job_id in candidates(store, f, after, descending):
         batch.append(job_id)
         if len(batch) == 256:
-            yield from _read(store, f, batch)
+            yield from _read(store, f, batch, damaged)
             batch = []
-    yield from _read(store, f, batch)
+    yield from _read(store, f, batch, damaged)
 
 
-def _read(store: Store, f: JobFilter, ids: list[int]) -> Iterator[JobRecord]:
+def _read(store: Store, f: JobFilter, ids: list[int], damaged: bool) -> Iterator[JobRecord | Damaged]:
     for job_id, raw in zip(ids, store.get_many(Family.DATA, [keys.job_key(i) for i in ids]), strict=True):
         if raw is not None:
-            record = JobRecord.decode(job_id, raw)
+            try:
+                record = JobRecord.decode(job_id, raw)
+            except CorruptRecordError as exc:
+                log.error("%s; `pyqueue check` reports every such record", exc)
+                if damaged:
+                    yield Damaged(job_id, str(exc))
+                continue
             if f.matches(record):
                 yield record
 
@@ -210,8 +230,8 @@ def list_jobs(store: Store, f: JobFilter, limit: int, descending: bool, cursor: 
     limit = limit or DEFAULT_LIMIT
     backwards, after = _parse_cursor(cursor)
     order = descending != backwards  # a "before" cursor walks the other way, then flips the page
-    found = []
-    for record in _matching(store, f, after, order):
+    found: list[JobRecord | Damaged] = []
+    for record in _matching(store, f, after, order, damaged=True):
         found.append(record)
         if len(found) > limit:
             break
@@ -220,7 +240,10 @@ def list_jobs(store: Store, f: JobFilter, limit: int, descending: bool, cursor: 
     if backwards:
         found.reverse()
     payloads = store.get_many(Family.DATA, [keys.payload_key(r.id) for r in found])
-    jobs = [JobView(r, p or b"") for r, p in zip(found, payloads, strict=True)]
+    jobs = [
+        JobView.damaged(r.id, r.problem) if isinstance(r, Damaged) else JobView(r, p or b"")
+        for r, p in zip(found, payloads, strict=True)
+    ]
     first, last = (found[0].id, found[-1].id) if found else (after, after)
     has_next = more if not backwards else after is not None
     has_prev = (after is not None) if not backwards else more
@@ -252,4 +275,4 @@ def count_jobs(store: Store, counts: Counts, f: JobFilter) -> int:
 
 def matching_ids(store: Store, f: JobFilter) -> list[int]:
     """Every id the filter selects (for changes by filter)."""
-    return [r.id for r in _matching(store, f, None, False)]
+    return [r.id for r in _matching(store, f, None, False)]  # a damaged record is left as it is

@@ -19,6 +19,8 @@ def job_to_pb(view: JobView, make: Callable[..., pb.Job] = pb.Job) -> pb.Job:
     """The job as a message made by `make`: pb.Job, or a repeated field's `add`, which builds it in
     place (a message built apart is copied in: 5 us a job on a push, against 3 in place)."""
     r = view.record
+    if view.damage:
+        return make(id=r.id, damage=view.damage)
     message = make(
         id=r.id,
         type=r.type,

@@ -469,6 +469,7 @@ class Job(_message.Message):
     RESULT_FIELD_NUMBER: _builtins.int
     LIMIT_KEY_FIELD_NUMBER: _builtins.int
     UNIQUE_IN_QUEUE_FIELD_NUMBER: _builtins.int
+    DAMAGE_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     type: _builtins.str
     queue: _builtins.str
@@ -504,6 +505,10 @@ class Job(_message.Message):
     limit_key: _builtins.str
     unique_in_queue: _builtins.bool
     """unique_key holds within the job's queue only (NewJob.unique_in_queue)."""
+    damage: _builtins.str
+    """A listing reached a record that cannot be read (a damaged store): only the id is known and
+    this says what is wrong; `pyqueue check` reports it too. Empty for every readable job.
+    """
     @_builtins.property
     def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """What the producer handed over with the job (NewJob.headers)."""
@@ -535,10 +540,11 @@ class Job(_message.Message):
         result: _builtins.bytes = ...,
         limit_key: _builtins.str = ...,
         unique_in_queue: _builtins.bool = ...,
+        damage: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "headers", b"headers", "id", b"id", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "damage", b"damage", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "headers", b"headers", "id", b"id", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -187,3 +187,36 @@ def test_a_shard_whose_store_is_gone_is_refused_by_name(tmp_path: Path) -> None:
     assert refused.returncode != 0
     assert "shard-1 holds no store" in refused.stderr + refused.stdout, refused.stderr
     assert not (server.data_dir / "shard-1" / "CURRENT").exists(), "nothing made"
+
+
+def test_a_corrupt_job_record_is_a_marked_entry_and_check_reports_it(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+    with pyqueue.Client(server.address) as client:
+        jobs = [client.enqueue("t", {"n": i}, queue="mail") for i in range(5)]
+    assert server.stop() == 0
+    bad = jobs[2].id
+    damage = (
+        "import sys; from pyqueue.store import RocksStore, keys; from pyqueue.store.contract import Family\n"
+        "store = RocksStore(sys.argv[1]); batch = store.batch()\n"
+        "batch.put(Family.DATA, keys.job_key(int(sys.argv[2])), b'\\x07 not a record')\n"
+        "store.write(batch); store.sync(); store.close()\n"
+    )
+    subprocess.run([sys.executable, "-c", damage, str(server.data_dir), str(bad)], check=True, timeout=60)
+    checked = check(server.data_dir)
+    assert checked.returncode != 0 and f"job {bad}: undecodable record" in checked.stdout + checked.stderr
+    server.start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            for listing in (client.list_jobs(queues=["mail"]), client.list_jobs()):
+                listed = list(listing)
+                assert [j.id for j in listed] == [j.id for j in jobs], "every job, in its place"
+                marked = [j for j in listed if j.damage]
+                assert [j.id for j in marked] == [bad] and "undecodable record" in marked[0].damage
+                assert [j.payload for j in listed if not j.damage] == [{"n": i} for i in (0, 1, 3, 4)]
+            with client.take("mail", prefetch=10) as stream:  # the readable ones are delivered
+                for _ in range(4):
+                    job = stream.next(timeout=30)
+                    assert job is not None and job.id != bad
+                    stream.ack(job).result(30)
+    finally:
+        server.close()
