@@ -145,6 +145,10 @@ class AsyncClient:
         for i, message in enumerate(messages):
             by_shard.setdefault(routes.for_queue(message.queue)[0], []).append(i)
         results: list[pb.Enqueued | None] = [None] * len(messages)
+        if len(by_shard) > 1:  # every shard checks its part first: a refusal changes nothing
+            for shard, indexes in by_shard.items():
+                request = pb.EnqueueRequest(jobs=[messages[i] for i in indexes], validate_only=True)
+                await self._call(routes.stub(shard).Enqueue, request)
         for shard, indexes in by_shard.items():
             for i, result in zip(
                 indexes, await self._send_to(shard, [messages[i] for i in indexes]), strict=True

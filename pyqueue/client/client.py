@@ -347,7 +347,9 @@ class Client:
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Enqueue many jobs in one call, all or nothing. Each is a mapping with `type` and optionally
         `payload`, `queue`, `priority` and the keyword options of `enqueue`. On a sharded server,
-        jobs for queues of several shards go in one call per shard: all or nothing per shard."""
+        jobs for queues of several shards are checked by every shard first, then go in one call
+        per shard: a refusal changes nothing (only a shard lost between the two leaves the
+        others' jobs in)."""
         context = tracing.context_headers()
         messages = [new_job_message(j, context) for j in jobs]
         routes = self.routes
@@ -355,6 +357,10 @@ class Client:
         for i, message in enumerate(messages):
             by_shard.setdefault(routes.for_queue(message.queue)[0], []).append(i)
         results: list[pb.Enqueued | None] = [None] * len(messages)
+        if len(by_shard) > 1:
+            for shard, indexes in by_shard.items():
+                request = pb.EnqueueRequest(jobs=[messages[i] for i in indexes], validate_only=True)
+                self._call(routes.stub(shard).Enqueue, request)
         for shard, indexes in by_shard.items():
             for i, result in zip(indexes, self._send_to(shard, [messages[i] for i in indexes]), strict=True):
                 results[i] = result

@@ -128,10 +128,29 @@ class Router(pb_grpc.QueueServicer):
     async def _enqueue_across(
         self, request: pb.EnqueueRequest, by_shard: dict[int, list[int]], context: Context
     ) -> pb.EnqueueResponse:
-        """Jobs for queues on several shards: one call per shard, the answers merged in the
-        request's order. All or nothing per shard: when one shard refuses, the others' jobs may
-        be in, and the refusal says so."""
+        """Jobs for queues on several shards: every shard checks its part first (validate_only), and
+        only when all agree does each write it, so a refusal (rights, a bad field, a limit, a
+        shard down) changes nothing. The answers are merged in the request's order. A shard lost
+        between the check and the write is the one case where the others' jobs are in: the
+        refusal says so."""
         parts = {s: pb.EnqueueRequest(jobs=[request.jobs[i] for i in idx]) for s, idx in by_shard.items()}
+        checks = [
+            self.stubs[s].Enqueue(
+                pb.EnqueueRequest(jobs=part.jobs, validate_only=True),
+                timeout=context.time_remaining(),
+                metadata=forwarded(context),
+            )
+            for s, part in parts.items()
+        ]
+        refused = [
+            a
+            for a in await asyncio.gather(*checks, return_exceptions=True)
+            if isinstance(a, grpc.aio.AioRpcError)
+        ]
+        if refused:
+            await context.abort(
+                refused[0].code(), f"{refused[0].details()} (nothing was enqueued on any shard)"
+            )
         stub_calls = [
             self.stubs[s].Enqueue(part, timeout=context.time_remaining(), metadata=forwarded(context))
             for s, part in parts.items()

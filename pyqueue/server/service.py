@@ -43,6 +43,9 @@ class QueueService(pb_grpc.QueueServicer):
             for queue in dict.fromkeys(job.queue for job in request.jobs):  # each name once, in order
                 self._check_owner(queue)
             jobs = [_new_job(engine, i, j) for i, j in enumerate(request.jobs)]
+            if request.validate_only:
+                engine.disk.check()
+                return pb.EnqueueResponse()
             ids = await engine.enqueue(jobs)
         except EngineError as exc:
             await abort(context, exc)

@@ -312,16 +312,23 @@ class EnqueueRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     JOBS_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    validate_only: _builtins.bool
+    """Check everything an enqueue checks (rights, every field, limits, free disk) and answer with
+    no jobs, writing nothing. A call whose jobs span shards asks every shard this first, so that
+    a refusal by one leaves every shard unchanged.
+    """
     @_builtins.property
     def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___NewJob]: ...
     def __init__(
         self,
         *,
         jobs: _abc.Iterable[Global___NewJob] | None = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
