@@ -206,6 +206,7 @@ def serve(
     tls_client_ca: Path | None,
     auth_file: Path | None,
     advertise: str | None,
+    unique_across_queues: bool,
     unique_per_queue: bool,
     insecure: bool,
     log_level: str,
@@ -234,6 +235,11 @@ def serve(
     from pyqueue.server.descriptors import connection_cap, raise_limit
 
     connections = max_connections or connection_cap(raise_limit())
+    if unique_across_queues and max(shards if shard_count == 1 else 1, shard_count) > 1:
+        raise click.UsageError(
+            "--unique-across-queues needs --shards 1: each shard keeps the keys of its own queues, "
+            "so a key cannot hold across queues on several shards"
+        )
     if shards > 1 and shard_count == 1:
         _supervise(
             data_dir,
@@ -288,7 +294,7 @@ def serve(
             auth_file=auth_file,
             tls=tls,
             advertise=host,
-            unique_per_queue=unique_per_queue,
+            unique_per_queue=not unique_across_queues,
             retry=RetryPolicy(
                 max_retries=max_retries,
                 base_s=backoff[0],

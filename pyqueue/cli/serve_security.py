@@ -37,11 +37,12 @@ def security_options(f: F) -> F:
             "name when listening on every address).",
         ),
         click.option(
-            "--unique-per-queue",
+            "--unique-across-queues",
             is_flag=True,
-            help="Every unique key holds within its queue only: producers of one queue cannot "
-            "block another queue's keys, or learn of its jobs through them.",
+            help="Unique keys hold across every queue (one process only: with --shards above 1 each "
+            "shard keeps its own keys, so it is refused). By default a key holds within its queue.",
         ),
+        click.option("--unique-per-queue", is_flag=True, hidden=True, help="The default now; kept for old scripts."),
         click.option(
             "--insecure",
             is_flag=True,

@@ -73,7 +73,9 @@ class EngineConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     alarms: AlarmConfig = field(default_factory=AlarmConfig)
     min_free_bytes: int = 0  # refuse enqueues below this much free disk (0: no guard)
-    unique_per_queue: bool = False  # every unique key holds within its queue only
+    # Every unique key holds within its queue: a queue lives on one shard, so this holds on any
+    # number of shards. False (one process only): a key holds across every queue.
+    unique_per_queue: bool = True
     # How long past an attempt's time limit the server fails it, when its worker reported the start:
     # a live worker fails it itself at the limit (with its own error), and this is the backstop.
     time_limit_grace_ms: int = 1000

@@ -62,7 +62,7 @@ class ServerConfig:
     auth_file: Path | None = None  # tokens with rights (server/auth.py); None: no tokens asked
     tls: "TlsFiles | None" = None  # None: plaintext
     advertise: str = ""  # the host clients are told to dial ('': the listen host)
-    unique_per_queue: bool = False  # every unique key holds within its queue only
+    unique_per_queue: bool = True  # every unique key holds within its queue (False: across queues)
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 

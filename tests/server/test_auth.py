@@ -251,10 +251,34 @@ def test_unique_keys_scoped_to_a_queue_cannot_be_squatted_from_another(tmp_path:
         server.close()
 
 
-def test_a_job_can_scope_its_own_unique_key(server: ServerProcess) -> None:
-    with pyqueue.Client(server.address) as client:
-        everywhere = client.enqueue("t", queue="a", unique_key="k")
-        scoped = client.enqueue("t", queue="b", unique_key="k", unique_in_queue=True)
-        assert not scoped.duplicate and scoped.id != everywhere.id
-        assert client.enqueue("t", queue="b", unique_key="k", unique_in_queue=True).id == scoped.id
-        assert client.enqueue("t", queue="b", unique_key="k").id == everywhere.id  # the global key
+def test_keys_hold_per_queue_by_default_and_across_queues_when_asked(tmp_path: Path) -> None:
+    default = ServerProcess(tmp_path / "per-queue").start()
+    try:
+        with pyqueue.Client(default.address) as client:
+            a = client.enqueue("t", queue="a", unique_key="k")
+            b = client.enqueue("t", queue="b", unique_key="k")
+            assert not b.duplicate and b.id != a.id, "another queue's key does not block it"
+            assert client.enqueue("t", queue="b", unique_key="k").id == b.id
+    finally:
+        default.close()
+    across = ServerProcess(tmp_path / "across", "--unique-across-queues").start()
+    try:
+        with pyqueue.Client(across.address) as client:
+            everywhere = client.enqueue("t", queue="a", unique_key="k")
+            scoped = client.enqueue("t", queue="b", unique_key="k", unique_in_queue=True)
+            assert not scoped.duplicate and scoped.id != everywhere.id
+            assert client.enqueue("t", queue="b", unique_key="k", unique_in_queue=True).id == scoped.id
+            assert client.enqueue("t", queue="b", unique_key="k").id == everywhere.id  # the global key
+    finally:
+        across.close()
+    refused = pyqueue_command(
+        "serve",
+        "--data-dir",
+        str(tmp_path / "x"),
+        "--shards",
+        "2",
+        "--unique-across-queues",
+        "--listen",
+        "127.0.0.1:0",
+    )
+    assert refused.returncode != 0 and "--unique-across-queues needs --shards 1" in refused.stderr

@@ -326,3 +326,23 @@ def test_a_second_supervisor_on_the_same_data_dir_is_refused(sharded: ServerProc
     assert again.returncode != 0
     assert "is served by another pyqueue serve (pid" in again.stderr and "Traceback" not in again.stderr
     assert (sharded.data_dir / "topology.json").read_bytes() == topology, "the live topology is untouched"
+
+
+def test_unique_keys_hold_per_queue_on_every_shard(tmp_path: Path) -> None:
+    """A key holds within its queue, and a queue lives on one shard: what the docs promise holds
+    on any number of shards (across queues, keys were per shard only)."""
+    server = ServerProcess(tmp_path / "data", "--shards", "2").start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            topology = client.routes.topology
+            assert topology is not None
+            q0 = next(f"q{i}" for i in range(100) if topology.shard_of_queue(f"q{i}") == 0)
+            q1 = next(f"q{i}" for i in range(100) if topology.shard_of_queue(f"q{i}") == 1)
+            first = {q: client.enqueue("t", queue=q, unique_key="order-42") for q in (q0, q1)}
+            assert not any(j.duplicate for j in first.values())
+            for q in (q0, q1):
+                again = client.enqueue("t", queue=q, unique_key="order-42")
+                assert again.duplicate and again.id == first[q].id
+                assert client.get_job(again.id).unique_in_queue
+    finally:
+        server.close()
