@@ -42,7 +42,9 @@ def security_options(f: F) -> F:
             help="Unique keys hold across every queue (one process only: with --shards above 1 each "
             "shard keeps its own keys, so it is refused). By default a key holds within its queue.",
         ),
-        click.option("--unique-per-queue", is_flag=True, hidden=True, help="The default now; kept for old scripts."),
+        click.option(
+            "--unique-per-queue", is_flag=True, hidden=True, help="The default now; kept for old scripts."
+        ),
         click.option(
             "--insecure",
             is_flag=True,

@@ -31,7 +31,14 @@ from pyqueue.client.steering import (
     limit_request,
 )
 from pyqueue.client.take import MultiTakeStream, TakeStream
-from pyqueue.errors import FailedPrecondition, JobFailed, Unavailable, from_code_name, from_rpc_error
+from pyqueue.errors import (
+    FailedPrecondition,
+    JobFailed,
+    ResourceExhausted,
+    Unavailable,
+    from_code_name,
+    from_rpc_error,
+)
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -107,6 +114,8 @@ def result_of(job: Job, history: "Sequence[JobError]" = ()) -> Any:
     """A waited-for job's result, or the matching exception (shared by both clients); `history`
     is the job's error history when it is dead."""
     if job.status == "completed":
+        if job.result_problem:
+            raise ResourceExhausted(f"job {job.id}: {job.result_problem}")
         return json.loads(job._result) if job._result else None
     if job.status == "cancelled":
         raise JobFailed(job.id, "cancelled by request", "Cancelled")

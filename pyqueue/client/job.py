@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pyqueue.client import codec
+from pyqueue.errors import ResourceExhausted
 from pyqueue.v1 import queue_pb2 as pb
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class Job:
     payload_error: str = ""
     # A listing reached a stored record that cannot be read: only the id is known, this says why.
     damage: str = ""
+    result_problem: str = ""  # completed, but its result was not kept: why (result() raises it)
     _result: bytes = field(default=b"", repr=False, compare=False)  # completed: the result, JSON
     _client: "Client | None" = field(default=None, repr=False, compare=False)
     _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
@@ -78,6 +80,7 @@ class Job:
             payload=payload,
             payload_error=payload_error,
             damage=message.damage,
+            result_problem=message.result_problem,
             content_type=message.content_type,
             status=STATUS_NAMES.get(message.status, "unknown"),
             attempts=message.attempts,
@@ -106,6 +109,8 @@ class Job:
         must have been enqueued with `keep_result`. Raises JobFailed if the job is dead, and
         TimeoutError if it has not ended in time. For a job of an AsyncClient, use
         `await client.result(job.id)`."""
+        if self.status == "completed" and self.result_problem:
+            raise ResourceExhausted(f"job {self.id}: {self.result_problem}")
         if self.status == "completed" and self._result:
             return json.loads(self._result)
         if self._client is None:

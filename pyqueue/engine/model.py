@@ -79,6 +79,11 @@ class Changes:
     content_type: str | None = None
 
 
+# What is stored in place of a result too large to keep: not JSON (a result is), so never taken
+# for one; the text after it says why.
+RESULT_NOT_KEPT = b"\x00not kept\x00"
+
+
 @dataclass(slots=True, unsafe_hash=True)
 class JobView:
     """A job as stored: its record and its payload."""

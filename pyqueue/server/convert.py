@@ -7,7 +7,7 @@ import grpc
 from pyqueue._native import encode_push
 from pyqueue.engine.cron_entry import CronEntry
 from pyqueue.engine.errors import InvalidArgument
-from pyqueue.engine.model import Changes, ErrorEntry, JobView, Outcome, shown_unique_key
+from pyqueue.engine.model import RESULT_NOT_KEPT, Changes, ErrorEntry, JobView, Outcome, shown_unique_key
 from pyqueue.engine.query import Bounds, JobFilter
 from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.engine.retry import JobOptions
@@ -50,7 +50,10 @@ def job_to_pb(view: JobView, make: Callable[..., pb.Job] = pb.Job) -> pb.Job:
             message.headers.update(options.headers)
         message.wants_result = options.keep_result_ms is not None
     if view.result is not None:
-        message.result = view.result
+        if view.result.startswith(RESULT_NOT_KEPT):
+            message.result_problem = view.result[len(RESULT_NOT_KEPT) :].decode(errors="replace")
+        else:
+            message.result = view.result
     return message
 
 

@@ -23,7 +23,7 @@ import grpc.aio
 
 from pyqueue.engine import Engine, EngineError, Failure
 from pyqueue.engine.consumer import Consumer
-from pyqueue.engine.model import JobView, Outcome, Rejection
+from pyqueue.engine.model import RESULT_NOT_KEPT, JobView, Outcome, Rejection
 from pyqueue.engine.ranges import clip_text
 from pyqueue.server.convert import ack_result, fail_result, push_message
 from pyqueue.server.status import EOF, Context, abort
@@ -281,8 +281,9 @@ class TakeStream:
         self._spawn(self._send(pb.TakeResponse(cancel=pb.Cancel(ids=job_ids))))
 
     def _results(self, ack: pb.Ack) -> dict[int, bytes] | None:
-        """The return values sent with an ack, each within the payload limit (a bigger one is not
-        kept: the job still completes, and its waiter gets no result)."""
+        """The return values sent with an ack, each within the payload limit. A bigger one is not
+        kept: the job completes (its work is done; running it again would do it twice), and a
+        marker saying why is kept instead, so result() raises with that, never returns nothing."""
         if not ack.results:
             return None
         limit = self.engine.config.limits.max_payload_bytes
@@ -291,9 +292,12 @@ class TakeStream:
             if len(value) <= limit:
                 kept[job_id] = value
             else:
-                log.warning(
-                    "job %d: its result of %d bytes is over --max-payload-bytes; not kept", job_id, len(value)
+                why = (
+                    f"its result was {len(value)} bytes, over the server's --max-payload-bytes ({limit}), "
+                    "so it was not kept: return less (a key to where the data is, say)"
                 )
+                log.warning("job %d: %s", job_id, why)
+                kept[job_id] = RESULT_NOT_KEPT + why.encode()
         return kept
 
     async def _fail(self, fail: pb.Fail) -> None:

@@ -477,6 +477,7 @@ class Job(_message.Message):
     LIMIT_KEY_FIELD_NUMBER: _builtins.int
     UNIQUE_IN_QUEUE_FIELD_NUMBER: _builtins.int
     DAMAGE_FIELD_NUMBER: _builtins.int
+    RESULT_PROBLEM_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     type: _builtins.str
     queue: _builtins.str
@@ -516,6 +517,10 @@ class Job(_message.Message):
     """A listing reached a record that cannot be read (a damaged store): only the id is known and
     this says what is wrong; `pyqueue check` reports it too. Empty for every readable job.
     """
+    result_problem: _builtins.str
+    """Completed, but its result was not kept (it was over --max-payload-bytes): why. `result` is
+    then empty, and the official clients' result() raises with this.
+    """
     @_builtins.property
     def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """What the producer handed over with the job (NewJob.headers)."""
@@ -548,10 +553,11 @@ class Job(_message.Message):
         limit_key: _builtins.str = ...,
         unique_in_queue: _builtins.bool = ...,
         damage: _builtins.str = ...,
+        result_problem: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "damage", b"damage", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "headers", b"headers", "id", b"id", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "damage", b"damage", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "headers", b"headers", "id", b"id", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "result_problem", b"result_problem", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

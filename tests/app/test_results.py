@@ -52,3 +52,34 @@ def test_result_waits_for_the_end_and_times_out_before_it(app, client) -> None: 
     drain(app, ["work"])
     waiter.join(timeout=60)
     assert got == [{"product": 9}]
+
+
+def test_a_result_over_the_limit_completes_the_job_and_result_says_why(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from harness import ServerProcess
+
+    server = ServerProcess(tmp_path / "data", "--max-payload-bytes", "1000").start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            job = client.enqueue("report", {"month": 11}, queue="r", keep_result=60)
+            with client.take("r") as stream:
+                taken = stream.next(timeout=30)
+                assert taken is not None and taken.id == job.id
+                taken.ack({"rows": "x" * 2000})  # its work is done: the job completes
+            with pytest.raises(
+                pyqueue.ResourceExhausted, match=r"its result was \d+ bytes, over .*1000.*not kept"
+            ):
+                client.result(job.id, timeout=30)
+            stored = client.get_job(job.id)
+            assert stored.status == "completed" and "not kept" in stored.result_problem
+            with pytest.raises(pyqueue.ResourceExhausted, match="not kept"):
+                stored.result()
+
+            async def from_async() -> None:
+                async with pyqueue.AsyncClient(server.address) as aclient:
+                    with pytest.raises(pyqueue.ResourceExhausted, match="not kept"):
+                        await aclient.result(job.id, timeout=30)
+
+            asyncio.run(from_async())
+        server.wait_for("not kept")
+    finally:
+        server.close()
