@@ -258,7 +258,8 @@ def _parse_cursor(cursor: str) -> tuple[bool, int | None]:
     if not cursor:
         return False, None
     boundary = cursor[1:]
-    if cursor[0] not in "ab" or not boundary.isdigit() or len(boundary) > 20 or int(boundary) >= 1 << 64:
+    digits = boundary.isascii() and boundary.isdigit()  # str.isdigit() alone takes "\u0661" too
+    if cursor[0] not in "ab" or not digits or len(boundary) > 20 or int(boundary) >= 1 << 64:
         raise InvalidArgument(
             f"cursor {cursor[:40]!r} was not made by this server; pass one from a previous page"
         )

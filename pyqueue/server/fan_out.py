@@ -43,7 +43,7 @@ def split(
                 if name == "ack" and job_id in whole.results:
                     part.results[job_id] = whole.results[job_id]
                 if name == "release":
-                    part.delay_ms = whole.delay_ms
+                    part.delay_ms, part.unknown_type = whole.delay_ms, whole.unknown_type
     if message.HasField("extend"):
         for job_id, lease in zip(message.extend.ids, message.extend.leases, strict=False):
             part_extend = parts[shard_of(job_id)].extend

@@ -18,6 +18,7 @@ import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from pyqueue.cluster import Topology, shard_of_job
+from pyqueue.engine.limits import Limits
 from pyqueue.server import metrics
 from pyqueue.server.auth import METADATA_KEY
 from pyqueue.server.convert import enqueue_refusal
@@ -219,6 +220,12 @@ class Router(pb_grpc.QueueServicer):
         if first is EOF:
             return
         owners = self.topology.by_shard(first.subscribe.queues) if first.HasField("subscribe") else {}
+        most = Limits().max_queues_per_stream  # what each shard holds a stream to: checked whole here
+        if len(first.subscribe.queues) > most:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{len(first.subscribe.queues)} queues on one stream; the limit is {most}",
+            )
         if len(owners) > 1:
             await take_across(self.stubs, first, owners, context, forwarded(context))
             return

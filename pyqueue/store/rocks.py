@@ -6,6 +6,7 @@ the single writer, and durability is one `flush_wal(True)` per group of commits 
 """
 
 import os
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,15 @@ def missing_store(path: Path) -> str:
         "store that was deleted), mount or restore it; to start a new, empty store there, start "
         "once with --init"
     )
+
+
+def _symlink_view(path: Path) -> "tempfile.TemporaryDirectory[str]":
+    """A temporary dir with a symlink to each of the store's files (RocksDB follows them)."""
+    view = tempfile.TemporaryDirectory(prefix="pyqueue-read-")
+    for entry in path.iterdir():
+        if entry.is_file() and not entry.name.startswith(("LOG", "LOCK", "rocksdict-config")):
+            os.symlink(entry.resolve(), Path(view.name) / entry.name)
+    return view
 
 
 class RocksBatch:
@@ -127,6 +137,11 @@ class RocksStore:
             raise StoreDamagedError(missing_store(self.path))
         if not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
+        # Read-only opens go through a view of symlinks in a temporary dir: rocksdict 0.3.29 writes
+        # its rocksdict-config.json, and RocksDB its LOG, into the dir it opens, and a check must
+        # write nothing (it failed outright on a read-only mount).
+        self._view = _symlink_view(self.path) if read_only else None
+        opened = self._view.name if self._view is not None else str(self.path)
         db_options = Options(raw_mode=True)
         db_options.create_if_missing(not read_only)
         db_options.create_missing_column_families(not read_only)
@@ -142,7 +157,7 @@ class RocksStore:
         )
         try:
             self._db = Rdict(
-                str(self.path),
+                opened,
                 db_options,
                 column_families={"data": self._data_options(), "index": self._index_options()},
                 access_type=AccessType.read_only() if read_only else AccessType.read_write(),
@@ -270,3 +285,5 @@ class RocksStore:
 
     def close(self) -> None:
         self._db.close()
+        if self._view is not None:
+            self._view.cleanup()

@@ -220,3 +220,27 @@ def test_a_corrupt_job_record_is_a_marked_entry_and_check_reports_it(tmp_path: P
                     stream.ack(job).result(30)
     finally:
         server.close()
+
+
+def test_check_writes_nothing_and_works_on_a_read_only_mount(tmp_path: Path) -> None:
+    import os
+
+    server = ServerProcess(tmp_path / "data").start()
+    with pyqueue.Client(server.address) as client:
+        client.enqueue_many([{"type": "t"}] * 10)
+    assert server.stop() == 0
+    before = {p.name: p.stat().st_mtime_ns for p in server.data_dir.iterdir()}
+    assert check(server.data_dir).returncode == 0
+    assert {p.name: p.stat().st_mtime_ns for p in server.data_dir.iterdir()} == before, "check wrote nothing"
+    if os.geteuid() != 0:
+        return  # the read-only mount below needs root (CI is root)
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    subprocess.run(["mount", "--bind", str(server.data_dir), str(mount)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mount)], check=True)
+        checked = check(mount)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "10 jobs" in checked.stdout
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)

@@ -93,6 +93,7 @@ def test_the_largest_backoff_schedules_its_retry_and_the_server_goes_on(server: 
 def test_filters_cursors_and_limits_are_checked(stub) -> None:  # type: ignore[no-untyped-def]
     refused(stub.ListJobs, pb.ListJobsRequest(cursor="zz"), grpc.StatusCode.INVALID_ARGUMENT, "cursor")
     refused(stub.ListJobs, pb.ListJobsRequest(cursor="a1x"), grpc.StatusCode.INVALID_ARGUMENT, "cursor")
+    refused(stub.ListJobs, pb.ListJobsRequest(cursor="a\u0661"), grpc.StatusCode.INVALID_ARGUMENT, "cursor")
     many = pb.JobFilter(queues=[f"q{i}" for i in range(300)])
     refused(
         stub.CountJobs, pb.CountJobsRequest(filter=many), grpc.StatusCode.RESOURCE_EXHAUSTED, "300 queues"

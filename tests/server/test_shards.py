@@ -346,3 +346,27 @@ def test_unique_keys_hold_per_queue_on_every_shard(tmp_path: Path) -> None:
                 assert client.get_job(again.id).unique_in_queue
     finally:
         server.close()
+
+
+def test_the_router_refuses_what_a_shard_refuses(tmp_path: Path) -> None:
+    """A Take over 257 queues, refused by one shard, is refused by the router too (it split them
+    into streams of fewer per shard); a hand-back's flags survive the split."""
+    from pyqueue.server.fan_out import split
+
+    server = ServerProcess(tmp_path / "data", "--shards", "2").start()
+    try:
+        stub = pb_grpc.QueueStub(grpc.insecure_channel(server.address))
+        requests = iter(
+            [pb.TakeRequest(subscribe=pb.Subscribe(queues=[f"q{i}" for i in range(257)], prefetch=1))]
+        )
+        with pytest.raises(grpc.RpcError) as refused:
+            next(iter(stub.Take(requests, timeout=30)))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "257 queues on one stream; the limit is 256" in (refused.value.details() or "")
+    finally:
+        server.close()
+    release = pb.TakeRequest(
+        release=pb.Release(ids=[1 << 8, 1], leases=[1, 1], delay_ms=5, unknown_type=True)
+    )
+    parts = split(release, lambda job_id: job_id & 0xFF, [0, 1])
+    assert all(p.release.unknown_type and p.release.delay_ms == 5 for p in parts.values())
