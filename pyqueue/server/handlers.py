@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 
 from pyqueue.engine.errors import EngineError
 from pyqueue.server.auth import Principal
-from pyqueue.server.rights import FORWARDED_FOR, Guard
+from pyqueue.server.rights import FORWARDED_FOR, Guard, outcome_of
 from pyqueue.server.shutdown import CallsInHand
 from pyqueue.server.status import abort
 from pyqueue.v1 import queue_pb2 as pb
@@ -95,11 +95,22 @@ def _unary(
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _refusal(decode, exc))
         if not watched:
             return await behavior(request, context)
+        peer = _peer(context)
         try:
-            guard.check(name, request, who, _peer(context))
+            guard.check(name, request, who, peer)
         except EngineError as exc:
             await abort(context, exc)
-        response = await behavior(request, context)
+        if not guard.audited(name):
+            response = await behavior(request, context)
+        else:  # a change: logged with what became of it, done or refused
+            try:
+                response = await behavior(request, context)
+            except BaseException:
+                code = context.code() if hasattr(context, "code") else None
+                why = f"refused {getattr(code, 'name', code)}: {context.details() if hasattr(context, 'details') else ''}"
+                guard.record(name, request, who, peer, why)
+                raise
+            guard.record(name, request, who, peer, outcome_of(response))
         if response is not None:
             guard.cut(name, response, who)
         return response

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from pyqueue.engine.errors import EngineError
 from pyqueue.server.auth import Authority, Principal
 from pyqueue.v1 import queue_pb2 as pb
 
@@ -72,11 +73,23 @@ class Guard:
         return None if self.authority is None else self.authority.authenticate(metadata)
 
     def check(self, method: str, request: Any, who: Principal | None, peer: str) -> None:
-        """Raise Unauthenticated or PermissionDenied, or log the change and return."""
+        """Raise PermissionDenied (logged in the audit log: a refusal of rights leaves a trace)."""
         if who is not None and self.checks_rights:
-            self._check(method, request, who)
-        if self.audits and method in CHANGES:
-            audit.info("%s by %s from %s: %s", method, who.name if who else "-", peer, _describe(request))
+            try:
+                self._check(method, request, who)
+            except EngineError as exc:
+                if self.audits:
+                    audit.info("%s by %s from %s: refused %s: %s", method, who.name, peer, exc.code, exc)
+                raise
+
+    def audited(self, method: str) -> bool:
+        return self.audits and method in CHANGES
+
+    def record(self, method: str, request: Any, who: Principal | None, peer: str, outcome: str) -> None:
+        """The audit line of a change, once its outcome is known (what it asked, never a payload)."""
+        audit.info(
+            "%s by %s from %s: %s: %s", method, who.name if who else "-", peer, outcome, _describe(request)
+        )
 
     def _check(self, method: str, request: Any, who: Principal) -> None:
         if method == "Enqueue":
@@ -141,6 +154,22 @@ class Guard:
             response.workers.extend(shown)
 
 
+def outcome_of(response: Any) -> str:
+    """What a change did, from its answer."""
+    if isinstance(response, pb.ChangeResponse):
+        return f"done ({len(response.changed)} changed, {len(response.rejected)} refused)"
+    return "done"
+
+
 def _describe(request: Any) -> str:
-    text = str(request).replace("\n", " ").strip()
+    """The request as its fields, with every payload left out (it may hold personal data)."""
+    shown = type(request)()
+    shown.CopyFrom(request)
+    if isinstance(shown, pb.UpdateJobsRequest) and shown.changes.HasField("payload"):
+        shown.changes.payload = b"<left out>"
+    if isinstance(shown, pb.SetCronRequest):
+        for entry in shown.entries:
+            if entry.job.payload:
+                entry.job.payload = b"<left out>"
+    text = str(shown).replace("\n", " ").strip()
     return text if len(text) <= 300 else text[:300] + "..."

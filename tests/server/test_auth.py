@@ -206,6 +206,35 @@ def test_changes_are_logged_with_the_token_name_and_the_address(secured) -> None
     assert len([line for line in server.lines if "PauseQueue by admin" in line]) == 1
 
 
+def test_the_audit_log_says_each_outcome_and_every_refusal_of_rights(secured) -> None:  # type: ignore[no-untyped-def]
+    server, secrets = secured
+    with pyqueue.Client(server.address, token=secrets["admin"]) as admin:
+        job = admin.enqueue("t", {"card": "4111-secret"}, queue="emails").id
+        admin.update_job(job, payload={"card": "5500-secret"})
+        with pytest.raises(pyqueue.InvalidArgument):
+            admin.update_job(job, priority=70_000)
+        with (
+            pyqueue.Client(server.address, token=secrets["reader"]) as reader,
+            pytest.raises(pyqueue.PermissionDenied),
+        ):
+            reader.delete_job(job)
+        admin.delete_job(job)
+    with (
+        pyqueue.Client(server.address, token=secrets["producer"]) as producer,
+        pytest.raises(pyqueue.PermissionDenied),
+    ):
+        producer.enqueue("t", queue="other")
+    done = server.wait_for("DeleteJobs by admin from ")
+    assert ": done (1 changed, 0 refused)" in done, done
+    server.wait_for("UpdateJobs by admin from ")
+    updates = [line for line in server.lines if "UpdateJobs by admin" in line]
+    assert any("done (1 changed" in line and "<left out>" in line for line in updates), updates
+    assert any("refused INVALID_ARGUMENT" in line for line in updates), updates
+    assert "refused PERMISSION_DENIED" in server.wait_for("DeleteJobs by reader from ")
+    assert "refused PERMISSION_DENIED" in server.wait_for("Enqueue by producer from ")
+    assert not [line for line in server.lines if "secret" in line], "no payload reaches the log"
+
+
 def test_token_create_prints_a_working_token_and_its_entry(tmp_path: Path) -> None:
     made = pyqueue_command("token", "create", "ci", "--grant", "produce:builds", "--grant", "read:*")
     assert made.returncode == 0, made.stderr
