@@ -208,6 +208,7 @@ def serve(
     advertise: str | None,
     unique_across_queues: bool,
     unique_per_queue: bool,
+    http_allow_hosts: tuple[str, ...],
     insecure: bool,
     log_level: str,
     log_format: str,
@@ -254,6 +255,7 @@ def serve(
                 auth_file=auth_file,
                 tls=tls,
                 advertise=host,
+                http_allow_hosts=http_allow_hosts,
             ),
         )
         return
@@ -294,6 +296,7 @@ def serve(
             auth_file=auth_file,
             tls=tls,
             advertise=host,
+            http_allow_hosts=http_allow_hosts,
             unique_per_queue=not unique_across_queues,
             retry=RetryPolicy(
                 max_retries=max_retries,

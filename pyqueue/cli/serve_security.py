@@ -46,6 +46,14 @@ def security_options(f: F) -> F:
             "--unique-per-queue", is_flag=True, hidden=True, help="The default now; kept for old scripts."
         ),
         click.option(
+            "--http-allow-host",
+            "http_allow_hosts",
+            multiple=True,
+            help="A name the HTTP port answers to besides its IP addresses, localhost, this machine's "
+            "names and --advertise (a proxy's name; repeatable). Other Host headers are refused: DNS "
+            "rebinding.",
+        ),
+        click.option(
             "--insecure",
             is_flag=True,
             help="Allow listening beyond loopback without TLS or without tokens.",

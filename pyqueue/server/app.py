@@ -138,6 +138,7 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
             authority,
             config.tls,
             config.max_message_bytes,
+            config.host_rule(),
         )
         http.start()
 

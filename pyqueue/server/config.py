@@ -8,6 +8,7 @@ import grpc
 
 from pyqueue.engine.limits import Limits
 from pyqueue.engine.retry import RetryPolicy
+from pyqueue.server.http_origin import HostRule
 
 DEFAULT_LISTEN = "127.0.0.1:7411"
 DEFAULT_DATA_DIR = "./pyqueue-data"
@@ -62,9 +63,14 @@ class ServerConfig:
     auth_file: Path | None = None  # tokens with rights (server/auth.py); None: no tokens asked
     tls: "TlsFiles | None" = None  # None: plaintext
     advertise: str = ""  # the host clients are told to dial ('': the listen host)
+    http_allow_hosts: tuple[str, ...] = ()  # more names the HTTP port answers to (a proxy's)
     unique_per_queue: bool = True  # every unique key holds within its queue (False: across queues)
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def host_rule(self) -> HostRule:
+        """The names the HTTP port answers to (server/http_origin.py)."""
+        return HostRule([self.http_listen.rpartition(":")[0], self.advertise, *self.http_allow_hosts])
 
     @property
     def durable(self) -> bool:

@@ -28,6 +28,7 @@ from pyqueue.server.dashboard import Dashboard
 from pyqueue.server.http_answers import StartResponse, answer, error_answer
 from pyqueue.server.http_api import JobsApi
 from pyqueue.server.http_clients import TokenClients
+from pyqueue.server.http_origin import HostRule
 from pyqueue.server.metrics import CONTENT_TYPE
 
 log = logging.getLogger("pyqueue.http")
@@ -59,6 +60,7 @@ class HttpEndpoint:
         authority: Authority | None = None,
         tls: TlsFiles | None = None,
         max_body_bytes: int = 64 << 20,
+        hosts: HostRule | None = None,
     ) -> None:
         """`public_address`: where the dashboard's client reaches the gRPC service (in plaintext
         on loopback: the internal address of a TLS server). `metrics` gets the caller's token;
@@ -72,6 +74,7 @@ class HttpEndpoint:
         self.loop = loop
         self.metrics = metrics
         self.unhealthy = unhealthy
+        self.hosts = hosts or HostRule([listen.rpartition(":")[0]])
         self.address = ""
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -113,7 +116,12 @@ class HttpEndpoint:
 
     def app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
-        if path in ("/", "/index.html", "/healthz"):
+        if path == "/healthz":
+            return self._open(path, environ, start_response)
+        refusal = self._foreign(environ)
+        if refusal:
+            return error_answer(start_response, "403 Forbidden", refusal, "PERMISSION_DENIED")
+        if path in ("/", "/index.html"):
             return self._open(path, environ, start_response)
         try:
             who, metadata = self._principal(environ)
@@ -145,6 +153,19 @@ class HttpEndpoint:
                 )
             return answer(start_response, "200 OK", body, CONTENT_TYPE)
         return answer(start_response, "404 Not Found", b"not found: try /, /metrics or /healthz\n")
+
+    def _foreign(self, environ: dict[str, Any]) -> str:
+        """Why a request that may come from another site's page is refused ('' if it is not)."""
+        host = environ.get("HTTP_HOST")
+        if host is not None and not self.hosts.allows(host):
+            return (
+                f"Host {host[:100]!r} is not a name of this server (a page of another site whose name "
+                "points here, say): use its address, or start it with --http-allow-host NAME"
+            )
+        origin = environ.get("HTTP_ORIGIN", "")
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD") and self.hosts.cross_site(origin):
+            return f"a change from a page of another site (Origin {origin[:100]!r}) is refused"
+        return ""
 
     def _open(self, path: str, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """What needs no token: the static page (its API calls do) and the health check."""

@@ -39,6 +39,10 @@ class BadRequest(Exception):
     pass
 
 
+class UnsupportedType(Exception):
+    """Not JSON: a form's or text/plain, what another site's page may POST without asking."""
+
+
 class JobsApi:
     def __init__(self, clients: TokenClients, max_body_bytes: int) -> None:
         self._clients = clients
@@ -63,6 +67,8 @@ class JobsApi:
             return error_answer(
                 start_response, "404 Not Found", "try POST /v1/jobs or GET /v1/jobs/ID", "NOT_FOUND"
             )
+        except UnsupportedType as exc:
+            return error_answer(start_response, "415 Unsupported Media Type", str(exc), "INVALID_ARGUMENT")
         except BadRequest as exc:
             return error_answer(start_response, "400 Bad Request", str(exc), "INVALID_ARGUMENT")
         except PyQueueError as exc:
@@ -70,6 +76,11 @@ class JobsApi:
             return error_answer(start_response, status, str(exc), exc.code.name)
 
     def _enqueue(self, environ: dict[str, Any]) -> Any:
+        kind = str(environ.get("CONTENT_TYPE") or "").split(";", 1)[0].strip().lower()
+        if kind != "application/json":
+            raise UnsupportedType(
+                f"the body must be JSON, sent with Content-Type: application/json (it was {kind or 'not given'!r})"
+            )
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:

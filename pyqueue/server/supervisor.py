@@ -274,6 +274,7 @@ async def supervise(
             authority,
             config.tls,
             config.max_message_bytes,
+            config.host_rule(),
         )
         if http_listen
         else None

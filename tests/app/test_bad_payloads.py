@@ -40,6 +40,7 @@ def test_a_payload_that_is_not_its_content_type_is_refused_and_changes_nothing(
         f"http://{server.http_address}/v1/jobs",
         data=json.dumps({"type": "t", "payload": "x"}).encode(),
         method="POST",
+        headers={"Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=30) as answer:  # a JSON string is a JSON payload
         assert answer.status == 200

@@ -154,6 +154,7 @@ def _http(url: str, token: str | None = None, method: str = "GET", body: object 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if method == "POST":
         headers["X-Pyqueue-Action"] = "1"
+        headers["Content-Type"] = "application/json"
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:

@@ -52,7 +52,9 @@ def test_the_documented_curl_examples_run(server: ServerProcess, client: pyqueue
 
 
 def _post(http: str, body: bytes) -> tuple[int, dict]:  # type: ignore[type-arg]
-    request = urllib.request.Request(f"http://{http}/v1/jobs", data=body, method="POST")
+    request = urllib.request.Request(
+        f"http://{http}/v1/jobs", data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=20) as answer:
             return answer.status, json.loads(answer.read())
@@ -88,3 +90,51 @@ def test_bad_bodies_are_refused_clearly_and_change_nothing(
         urllib.request.urlopen(urllib.request.Request(f"http://{http}/v1/jobs", method="PUT"), timeout=20)
     assert wrong_method.value.code == 405
     assert json.loads(wrong_method.value.read())["code"] == "UNIMPLEMENTED"
+
+
+def _raw(http: str, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, dict]:  # type: ignore[type-arg]
+    request = urllib.request.Request(
+        f"http://{http}{path}", data=body or None, method=method, headers=headers
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=20) as answer:
+            return answer.status, json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_requests_another_site_could_make_are_refused(server: ServerProcess, client: pyqueue.Client) -> None:
+    """What a page of evil.example could send a server without tokens, from a browser: a "simple"
+    cross-site POST (text/plain, no preflight), a POST naming its Origin, and, through DNS
+    rebinding, any request with its own name as Host. Each is refused and nothing is enqueued."""
+    http = server.http_address
+    job = json.dumps({"type": "t"}).encode()
+    status, answer = _raw(http, "POST", "/v1/jobs", {"Content-Type": "text/plain"}, job)
+    assert (status, answer["code"]) == (415, "INVALID_ARGUMENT") and "application/json" in answer["error"]
+    cross = {"Content-Type": "application/json", "Origin": "http://evil.example"}
+    status, answer = _raw(http, "POST", "/v1/jobs", cross, job)
+    assert (status, answer["code"]) == (403, "PERMISSION_DENIED") and "another site" in answer["error"]
+    for method, path in (("POST", "/v1/jobs"), ("GET", "/api/queues"), ("GET", "/metrics"), ("GET", "/")):
+        status, answer = _raw(
+            http,
+            method,
+            path,
+            {"Host": "evil.example", "Content-Type": "application/json"},
+            job if method == "POST" else b"",
+        )
+        assert (status, answer["code"]) == (403, "PERMISSION_DENIED"), (path, answer)
+        assert "--http-allow-host" in answer["error"]
+    assert client.count_jobs() == 0
+    same_site = {"Content-Type": "application/json", "Origin": f"http://{http}", "Host": "localhost"}
+    assert _raw(http, "POST", "/v1/jobs", same_site, job)[0] == 200  # the dashboard's own page
+    assert client.count_jobs() == 1
+
+
+def test_a_proxy_name_is_allowed_with_http_allow_host(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", "--http-allow-host", "queue.internal").start()
+    try:
+        status, _ = _raw(server.http_address, "GET", "/api/queues", {"Host": "queue.internal:443"})
+        assert status == 200
+        assert _raw(server.http_address, "GET", "/api/queues", {"Host": "other.internal"})[0] == 403
+    finally:
+        server.close()
