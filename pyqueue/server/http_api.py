@@ -12,8 +12,9 @@ Python job function's payload is {"args": [...], "kwargs": {...}}. Ids are strin
 """
 
 import json
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +23,7 @@ from pyqueue.errors import PyQueueError, ResourceExhausted
 from pyqueue.server.http_answers import StartResponse, error_answer, json_answer
 from pyqueue.server.http_clients import TokenClients
 
-_JOB = re.compile(r"^/v1/jobs/(\d+)$")
+_JOB = re.compile(r"^/v1/jobs/([0-9]+)$")
 FIELDS = JOB_FIELDS  # what a job spec takes, as the Python client's enqueue_many
 _STATUS = {  # gRPC status name -> HTTP status
     "INVALID_ARGUMENT": "400 Bad Request",
@@ -62,6 +63,8 @@ class JobsApi:
                 return json_answer(start_response, "200 OK", self._enqueue(environ))
             match = _JOB.match(path)
             if match and method in ("GET", "HEAD"):
+                if len(match.group(1)) > 20 or int(match.group(1)) >= 1 << 64:
+                    raise BadRequest(f"job id {match.group(1)[:30]} is out of range: ids are below 2^64")
                 job = self._clients.client.get_job(int(match.group(1)))
                 return json_answer(start_response, "200 OK", job.to_dict())
             return error_answer(
@@ -89,6 +92,8 @@ class JobsApi:
             raise ResourceExhausted(f"the body is {length} bytes; the limit is {self.max_body_bytes}")
         try:
             body = json.loads(environ["wsgi.input"].read(length) or b"null")
+        except RecursionError:
+            raise BadRequest("the body is JSON nested too deeply") from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise BadRequest(f"the body is not JSON ({exc})") from None
         many = isinstance(body, list)
@@ -111,10 +116,67 @@ def _spec(index: int, job: Any) -> dict[str, Any]:
         raise BadRequest(
             f"job {index}: unknown fields {', '.join(sorted(unknown))}; known: {', '.join(sorted(FIELDS))}"
         )
+    for name, value in job.items():
+        expected = _FIELD_TYPES.get(name)
+        if expected is not None and value is not None and not expected[0](value):
+            raise BadRequest(f"job {index}: {name} must be {expected[1]} (it is {_shown(value)})")
     spec = dict(job)
     if isinstance(spec.get("run_at"), str):
         try:
             spec["run_at"] = datetime.fromisoformat(spec["run_at"])
         except ValueError:
-            raise BadRequest(f"job {index}: run_at {spec['run_at']!r} is not an ISO 8601 time") from None
+            raise BadRequest(f"job {index}: run_at {spec['run_at'][:40]!r} is not an ISO 8601 time") from None
     return spec
+
+
+_BIGGEST = 1 << 53  # past it a JSON number loses digits (and seconds become ms past int64)
+
+
+def _number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and abs(value) <= _BIGGEST
+    )
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _BIGGEST
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+# The JSON type of each field a job spec takes over HTTP (the server checks ranges after).
+_FIELD_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "type": (_text, "a string"),
+    "queue": (_text, "a string"),
+    "priority": (_integer, "a whole number"),
+    "delay": (_number, "a finite number of seconds"),
+    "run_at": (_text, 'an ISO 8601 time in a string ("2030-01-01T09:00:00+00:00")'),
+    "max_retries": (_integer, "a whole number"),
+    "timeout": (_number, "a finite number of seconds"),
+    "backoff": (
+        lambda v: isinstance(v, list) and len(v) == 3 and all(map(_number, v)),
+        "[base_s, exponent, jitter_s]",
+    ),
+    "keep_completed": (_number, "a finite number of seconds"),
+    "keep_result": (_number, "a finite number of seconds"),
+    "unique_key": (_text, "a string"),
+    "unique_scope": (_text, "a string"),
+    "unique_in_queue": (lambda v: isinstance(v, bool), "true or false"),
+    "limit_key": (_text, "a string"),
+    "headers": (
+        lambda v: (
+            isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+        ),
+        "an object of strings",
+    ),
+}
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."

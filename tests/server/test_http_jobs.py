@@ -75,6 +75,23 @@ def test_bad_bodies_are_refused_clearly_and_change_nothing(
         (b"[]", 400, "no jobs"),
         (json.dumps([{"type": "t"}] * 1001).encode(), 413, "split the batch"),
         (json.dumps({"type": "t", "payload": "x" * (1 << 20)}).encode(), 413, "payload is"),
+        (
+            b'{"type": "t", "delay": Infinity}',
+            400,
+            "job 0: delay must be a finite number of seconds (it is inf)",
+        ),
+        (
+            b'{"type": "t", "delay": "10"}',
+            400,
+            'job 0: delay must be a finite number of seconds (it is "10")',
+        ),
+        (b'{"type": "t", "run_at": 12345}', 400, "job 0: run_at must be an ISO 8601 time"),
+        (b'{"type": "t", "priority": 1e400}', 400, "job 0: priority must be a whole number"),
+        (b'{"type": "t", "priority": 18446744073709551616}', 400, "job 0: priority must be a whole number"),
+        (b'{"type": "t", "backoff": [1, 2]}', 400, "job 0: backoff must be [base_s, exponent, jitter_s]"),
+        (b'{"type": "t", "headers": {"a": 1}}', 400, "job 0: headers must be an object of strings"),
+        (b'{"type": "t", "unique_in_queue": "yes"}', 400, "job 0: unique_in_queue must be true or false"),
+        (b'{"type": "t", "payload": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "nested too deeply"),
     ]
     for body, status, words in cases:
         got, answer = _post(http, body)
@@ -86,6 +103,11 @@ def test_bad_bodies_are_refused_clearly_and_change_nothing(
         urllib.request.urlopen(f"http://{http}/v1/jobs/12345", timeout=20)
     assert missing.value.code == 404
     assert json.loads(missing.value.read())["code"] == "NOT_FOUND"
+    for huge in ("18446744073709551616", "9" * 40):
+        with pytest.raises(urllib.error.HTTPError) as out_of_range:
+            urllib.request.urlopen(f"http://{http}/v1/jobs/{huge}", timeout=20)
+        assert out_of_range.value.code == 400
+        assert "out of range" in json.loads(out_of_range.value.read())["error"]
     with pytest.raises(urllib.error.HTTPError) as wrong_method:
         urllib.request.urlopen(urllib.request.Request(f"http://{http}/v1/jobs", method="PUT"), timeout=20)
     assert wrong_method.value.code == 405
