@@ -56,6 +56,7 @@ class AsyncClient:
         cert: str | Path | None = None,
         key: str | Path | None = None,
         token: str | None = None,
+        routing: bool = True,
     ) -> None:
         """See Client: the same arguments, and the same environment variables."""
         self.address = address or default_address()
@@ -67,6 +68,7 @@ class AsyncClient:
         self._batchers: dict[int, AsyncBatcher] = {}
         self._streams: dict[int, AsyncStreamedEnqueues] = {}
         self._channels: list[grpc.aio.Channel] = []
+        self._routing = routing  # False: every call to `address`, a router that forwards it
         self._routes: Routes[Any] = Routes(self._stub, self._shard_stub)
 
     def _shard_stub(self, address: str) -> Any:
@@ -76,6 +78,8 @@ class AsyncClient:
 
     async def routes(self) -> "Routes[Any]":
         """Where calls go: learnt from the server's topology on first use."""
+        if self._routes.topology is None and not self._routing:
+            self._routes.learn(None)
         if self._routes.topology is None:
             try:
                 self._routes.learn(await self._stub.GetTopology(pb.TopologyRequest(), timeout=self.timeout))

@@ -221,7 +221,9 @@ class Client:
     """A connection to a pyqueue server. Use as a context manager, or call close().
 
     `tls`, `ca`, `cert`, `key` and `token` say how to reach a server that asks for TLS, client
-    certificates or a token; each defaults to its environment variable (client/security.py)."""
+    certificates or a token; each defaults to its environment variable (client/security.py).
+    `routing=False` sends every call to `address` (a sharded server's public address forwards
+    each), instead of straight to the shard that owns it."""
 
     def __init__(
         self,
@@ -234,6 +236,7 @@ class Client:
         cert: str | Path | None = None,
         key: str | Path | None = None,
         token: str | None = None,
+        routing: bool = True,
     ) -> None:
         self.address = address or default_address()
         self.timeout = timeout
@@ -246,6 +249,7 @@ class Client:
         self._batchers: dict[int, Batcher] = {}
         self._streams: dict[int, StreamedEnqueues] = {}
         self._channels: list[grpc.Channel] = []
+        self._routing = routing  # False: every call to `address`, a router that forwards it
         self._routes = Routes(self._stub, self._shard_stub)
         self._lock = threading.Lock()
 
@@ -258,6 +262,8 @@ class Client:
     def routes(self) -> "Routes[pb_grpc.QueueStub]":
         """Where calls go: learnt from the server's topology on first use."""
         with self._lock:
+            if self._routes.topology is None and not self._routing:
+                self._routes.learn(None)
             if self._routes.topology is None:
                 try:
                     self._routes.learn(self._stub.GetTopology(pb.TopologyRequest(), timeout=self.timeout))

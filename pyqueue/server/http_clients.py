@@ -28,8 +28,10 @@ class TokenClients:
         with self._lock:
             client = self._clients.pop(token, None)
             if client is None:
-                # Plaintext on loopback (the internal address of a TLS server), the caller's token.
-                client = Client(self._address(), timeout=10, tls=False, token=token or "")
+                # Plaintext on loopback (the internal address of a TLS server), the caller's token,
+                # every call through that address: the shards' own addresses are the public ones,
+                # which speak TLS when the server does.
+                client = Client(self._address(), timeout=10, tls=False, token=token or "", routing=False)
                 if len(self._clients) >= MAX_CLIENTS:
                     self._clients.pop(next(iter(self._clients))).close()
             self._clients[token] = client  # the most recent last

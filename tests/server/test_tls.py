@@ -92,3 +92,50 @@ def test_the_environment_configures_the_client(tmp_path, pki, monkeypatch) -> No
             _round_trip(client)
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+@pytest.mark.parametrize("mode", ["tls", "mtls", "tls+tokens"])
+def test_the_http_api_and_the_dashboard_work_behind_tls(tmp_path, pki, shards: int, mode: str) -> None:  # type: ignore[no-untyped-def]
+    """The HTTP port's own client reaches the gRPC service through the internal plaintext port; with
+    shards it must not dial their public (TLS) addresses in plaintext (it did: 503 and 502)."""
+    import json
+
+    from auth_files import write_auth_file
+
+    ours, _, pair = pki
+    clients = Authority(tmp_path, "clients")
+    mine = clients.issue("caller", server=False)
+    args = ["--shards", str(shards), "--tls-cert", str(pair.cert), "--tls-key", str(pair.key)]
+    headers = {"Content-Type": "application/json", "X-Pyqueue-Action": "1"}
+    if mode == "mtls":
+        args += ["--tls-client-ca", str(clients.path)]
+    if mode == "tls+tokens":
+        secrets = write_auth_file(tmp_path / "auth.toml")
+        args += ["--auth-file", str(tmp_path / "auth.toml")]
+        headers["Authorization"] = f"Bearer {secrets['root']}"
+    server = ServerProcess(tmp_path / "data", *args).start()
+    https = ssl.create_default_context(cafile=str(ours.path))
+    if mode == "mtls":
+        https.load_cert_chain(str(mine.cert), str(mine.key))
+
+    def call(method: str, path: str, body: object = None) -> dict:  # type: ignore[type-arg]
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            f"https://{server.http_address}{path}", data=data, method=method, headers=headers
+        )
+        with urllib.request.urlopen(request, context=https, timeout=30) as answer:
+            assert answer.status == 200
+            return json.loads(answer.read())  # type: ignore[no-any-return]
+
+    try:
+        ids = []
+        for queue in ("q", "other", "third"):  # with shards, queues on both of them
+            made = call("POST", "/v1/jobs", {"type": "t", "queue": queue, "payload": {"n": 1}})
+            assert call("GET", f"/v1/jobs/{made['id']}")["queue"] == queue
+            ids.append(made["id"])
+        assert {j["id"] for j in call("GET", "/api/jobs")["jobs"]} == set(ids)
+        assert call("GET", f"/api/jobs/{ids[0]}")["payload"] == {"n": 1}
+        assert call("POST", f"/api/jobs/{ids[1]}/delete", {})["done"] == "delete"
+    finally:
+        server.close()
