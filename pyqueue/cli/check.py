@@ -33,6 +33,10 @@ def check(data_dir: Path) -> None:
             click.echo(f"problem: {exc}", err=True)
             ok = False
             continue
+        lost = store.lost_commits()
+        if lost:
+            click.echo(f"problem: {lost}", err=True)
+            ok = False
         try:
             report = run_check(store)
         except Exception as exc:  # a corrupt block, read while checking
@@ -59,6 +63,7 @@ def repair(data_dir: Path, yes: bool) -> None:
     can be read is kept, the corrupt ones are dropped for good (jobs may be lost), and the result is
     written to table files. Back the directory up first; run `pyqueue check` after."""
     from pyqueue.store import RocksStore, StoreDamagedError
+    from pyqueue.store.durable_mark import read_mark, write_mark
 
     if not yes:
         click.confirm(f"repair {data_dir}? Unreadable records are dropped for good", abort=True)
@@ -68,6 +73,10 @@ def repair(data_dir: Path, yes: bool) -> None:
         except StoreDamagedError as exc:
             raise click.ClickException(f"{exc}; repair cannot help here: restore from a backup") from None
         store.flush()
+        latest, mark = store.latest_sequence(), read_mark(path)
         store.close()
+        if mark is not None and latest < mark:
+            click.echo(f"{path}: the commits after sequence {latest} (up to {mark}) are lost for good")
+        write_mark(path, latest)  # what is left is what the server serves from now on
         click.echo(f"{path}: salvaged")
     click.echo("now run: pyqueue check --data-dir " + str(data_dir))

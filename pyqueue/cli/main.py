@@ -3,6 +3,7 @@
 import click
 
 from pyqueue import __version__
+from pyqueue.cli.backup import backup, restore
 from pyqueue.cli.check import check, repair
 from pyqueue.cli.cron import cron
 from pyqueue.cli.jobs import enqueue, errors, job
@@ -42,6 +43,8 @@ main.add_command(job)
 main.add_command(errors)
 main.add_command(check)
 main.add_command(repair)
+main.add_command(backup)
+main.add_command(restore)
 main.add_command(worker)
 main.add_command(workers)
 main.add_command(top)

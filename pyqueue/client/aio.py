@@ -262,6 +262,14 @@ class AsyncClient:
         request = limit_request(queue, max_running, rate, burst, key_max_running)
         return QueueInfo.from_pb(await self._call(self._stub.SetQueueLimit, request))
 
+    async def backup(self, path: str, timeout: float = 600.0) -> list[int]:
+        """See Client.backup."""
+        try:
+            answer = await self._stub.Backup(pb.BackupRequest(path=path), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) from None
+        return list(answer.sequences)
+
     async def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""
         return str((await self._call(self._stub.Metrics, pb.MetricsRequest())).text)

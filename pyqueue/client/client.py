@@ -538,6 +538,15 @@ class Client:
         request = pb.ChangeCronRequest(name=name, action=CRON_ACTIONS[action])
         return CronInfo.from_pb(self._call(self._stub.ChangeCron, request))
 
+    def backup(self, path: str, timeout: float = 600.0) -> list[int]:
+        """Have the server copy its store into `path`, a new directory on the server's machine
+        (absolute); the sequence each shard's copy ends at. `pyqueue restore` puts it back."""
+        try:
+            answer = self._stub.Backup(pb.BackupRequest(path=path), timeout=timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        return list(answer.sequences)
+
     def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""
         return str(self._call(self._stub.Metrics, pb.MetricsRequest()).text)

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pyqueue import failpoints
@@ -25,6 +26,7 @@ from pyqueue.engine.cron import CronService
 from pyqueue.engine.cron_entry import CronEntry, check_schedule
 from pyqueue.engine.disk import DiskGuard
 from pyqueue.engine.dispatcher import Dispatcher
+from pyqueue.engine.durable_marker import DurableMarker
 from pyqueue.engine.errors import EngineError, InvalidArgument, NotFound
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.limits import DEFAULT_PRIORITY, DEFAULT_QUEUE, Limits
@@ -105,6 +107,8 @@ class Engine:
             s.rearm for s in self.services
         )
         self.cron = CronService(self._cron_tick, clock)
+        store_dir = getattr(store, "path", None)
+        self.marker = DurableMarker(store, Path(store_dir)) if store_dir is not None else None
         self.queue_limits: dict[str, QueueLimit] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.disk = DiskGuard(getattr(store, "path", "."), config.min_free_bytes)
@@ -153,6 +157,8 @@ class Engine:
             for service in self.services:
                 service.start()
             self.cron.start(entries)
+            if self.marker is not None:
+                self.marker.start()
         else:
             self.cron.entries = entries
         self._rebuild = loop.create_task(self._rebuild_memory(), name="pyqueue-rebuild")
@@ -214,6 +220,8 @@ class Engine:
             self._committer.hand_over()
             await asyncio.to_thread(self._committer.stop)
             await asyncio.sleep(0)  # let the completions the writer posted last run
+        if self.marker is not None:
+            await self.marker.stop()
 
     async def _submit(self, request: Any) -> Any:
         assert self._committer is not None, "the engine is not started"

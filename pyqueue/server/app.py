@@ -91,6 +91,11 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     except StoreDamagedError as exc:
         log.critical("%s", exc)
         raise SystemExit(f"pyqueue serve: {exc}") from None
+    lost = store.lost_commits()
+    if lost:
+        store.close()
+        log.critical("%s", lost)
+        raise SystemExit(f"pyqueue serve: {lost}")
     if new:
         log.warning("created a new, empty store in %s", config.data_dir)
     engine = Engine(

@@ -34,6 +34,7 @@ CHANGES = frozenset(
         "SetQueueLimit",
         "SetCron",
         "ChangeCron",
+        "Backup",
     }
 )
 _FILTERED = {"UpdateJobs": "admin", "RetryJobs": "admin", "CancelJobs": "admin", "DeleteJobs": "admin"}
@@ -115,6 +116,8 @@ class Guard:
                 who.require("admin", [queue])
         elif method == "Metrics":
             who.require_everywhere("read", "the server's metrics span")
+        elif method == "Backup":
+            who.require_everywhere("admin", "a backup copies")
         elif method in ("ListQueues", "ListCron", "ListWorkers") and not who.may_somewhere("read"):
             who.require("read", ["*"])
         # GetTopology: any known token (clients need the map to route). Take and EnqueueStream

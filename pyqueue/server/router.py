@@ -18,13 +18,14 @@ import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from pyqueue.cluster import Topology, shard_of_job
+from pyqueue.engine.errors import EngineError
 from pyqueue.engine.limits import Limits
-from pyqueue.server import metrics
+from pyqueue.server import backup, metrics
 from pyqueue.server.auth import METADATA_KEY
 from pyqueue.server.convert import enqueue_refusal
 from pyqueue.server.fan_out import take_across
 from pyqueue.server.rights import FORWARDED_FOR
-from pyqueue.server.status import EOF, AnsweringStream, Context, answer_each, answered
+from pyqueue.server.status import EOF, AnsweringStream, Context, abort, answer_each, answered
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -213,6 +214,22 @@ class Router(pb_grpc.QueueServicer):
     @answered
     async def GetTopology(self, request: pb.TopologyRequest, context: Context) -> pb.Topology:
         return self.topology.to_pb()
+
+    @answered
+    async def Backup(self, request: pb.BackupRequest, context: Context) -> pb.BackupResponse:
+        """One copy per shard under `path`, beside a copy of the layout, so that `pyqueue restore`
+        puts back a sharded data dir whole."""
+        try:
+            await asyncio.to_thread(backup.prepare_layout, request.path, self.topology.shards)
+        except EngineError as exc:
+            await abort(context, exc)
+        parts = await asyncio.gather(
+            *(
+                self._forward(s, "Backup", pb.BackupRequest(path=f"{request.path}/shard-{s}"), context)
+                for s in range(self.topology.shards)
+            )
+        )
+        return pb.BackupResponse(path=request.path, sequences=[s for p in parts for s in p.sequences])
 
     @answered
     async def Take(self, request_iterator: Any, context: Context) -> None:  # type: ignore[override]

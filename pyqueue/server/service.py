@@ -9,7 +9,7 @@ from pyqueue.cluster.metadata import MetadataError, read_json
 from pyqueue.engine import Engine, EngineError, FailedPrecondition
 from pyqueue.engine.model import NewJob
 from pyqueue.engine.queue_limits import QueueLimit
-from pyqueue.server import metrics
+from pyqueue.server import backup, metrics
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import (
     change_response,
@@ -164,6 +164,13 @@ class QueueService(pb_grpc.QueueServicer):
         return self._queue_info(request.queue)
 
     @answered
+    async def Backup(self, request: pb.BackupRequest, context: Context) -> pb.BackupResponse:
+        try:
+            sequence = await asyncio.to_thread(backup.checkpoint, self.engine.store, request.path)
+        except EngineError as exc:
+            await abort(context, exc)
+        return pb.BackupResponse(path=request.path, sequences=[sequence])
+
     async def GetTopology(self, request: pb.TopologyRequest, context: Context) -> pb.Topology:
         topology = self.topology()
         if topology is None:

@@ -53,6 +53,9 @@ class Store(Protocol):
     def sync(self) -> None:
         """Make every completed write durable. Raises OSError when the disk refuses."""
 
+    def latest_sequence(self) -> int:
+        """The sequence number of the last completed write (it only grows)."""
+
     def get(self, family: Family, key: bytes) -> bytes | None: ...
 
     def get_many(self, family: Family, keys: Sequence[bytes]) -> list[bytes | None]: ...

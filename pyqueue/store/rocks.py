@@ -15,6 +15,7 @@ from rocksdict import (
     AccessType,
     BlockBasedOptions,
     BottommostLevelCompaction,
+    Checkpoint,
     CompactOptions,
     DBRecoveryMode,
     Options,
@@ -25,6 +26,7 @@ from rocksdict import (
 )
 
 from pyqueue.store.contract import Batch, Family, StoreDamagedError, StoreFullError
+from pyqueue.store.durable_mark import lost_commits, write_mark
 
 TOMBSTONE_WINDOW = 10_000
 TOMBSTONE_TRIGGER = 5_000
@@ -214,6 +216,25 @@ class RocksStore:
             self._db.flush_wal(True)
         except Exception as exc:
             raise OSError(f"syncing the write-ahead log failed: {exc}") from exc
+
+    def checkpoint(self, path: Path) -> int:
+        """A consistent copy of the store at `path` (which must not exist), with its durable mark;
+        the sequence it ends at."""
+        Checkpoint(self._db).create_checkpoint(str(path))
+        copy = RocksStore(path, read_only=True)
+        try:
+            sequence = copy.latest_sequence()
+        finally:
+            copy.close()
+        write_mark(path, sequence)
+        return sequence
+
+    def latest_sequence(self) -> int:
+        return int(self._db.latest_sequence_number())
+
+    def lost_commits(self) -> str:
+        """Why this store lost acknowledged commits, by its durable mark ('' if it did not)."""
+        return lost_commits(self.path, self.latest_sequence())
 
     def get(self, family: Family, key: bytes) -> bytes | None:
         value = self._families[family].get(key)

@@ -89,6 +89,51 @@ CRON_ACTION_DELETE: CronAction.ValueType  # 3
 Global___CronAction: _TypeAlias = CronAction  # noqa: Y015
 
 @_typing.final
+class BackupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Absolute, on the server's machine; it must not exist yet (its parent must)."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupRequest: _TypeAlias = BackupRequest  # noqa: Y015
+
+@_typing.final
+class BackupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    SEQUENCES_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    @_builtins.property
+    def sequences(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Per shard: the sequence the copy ends at (the durable mark written into it)."""
+
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        sequences: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "sequences", b"sequences"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupResponse: _TypeAlias = BackupResponse  # noqa: Y015
+
+@_typing.final
 class TopologyRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

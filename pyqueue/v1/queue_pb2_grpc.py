@@ -144,6 +144,11 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.TopologyRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.Topology.FromString,
                 _registered_method=True)
+        self.Backup = channel.unary_unary(
+                '/pyqueue.v1.Queue/Backup',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.BackupRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.BackupResponse.FromString,
+                _registered_method=True)
 
 
 class QueueServicer:
@@ -312,6 +317,16 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Backup(self, request, context):
+        """Write a consistent copy of the store (a RocksDB checkpoint: table files hard-linked where they
+        can be) into `path`, a directory on the server's machine that must not exist yet. A sharded
+        server writes one per shard (path/shard-N) and its layout. `pyqueue restore` puts one back.
+        Needs the admin right on every queue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -424,6 +439,11 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.GetTopology,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.TopologyRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.Topology.SerializeToString,
+            ),
+            'Backup': grpc.unary_unary_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.BackupRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.BackupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1020,6 +1040,33 @@ class Queue:
             '/pyqueue.v1.Queue/GetTopology',
             pyqueue_dot_v1_dot_queue__pb2.TopologyRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.Topology.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/Backup',
+            pyqueue_dot_v1_dot_queue__pb2.BackupRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.BackupResponse.FromString,
             options,
             channel_credentials,
             insecure,

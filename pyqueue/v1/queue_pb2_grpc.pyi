@@ -92,6 +92,12 @@ class QueueStub:
     nothing per shard), and a Take stream over queues of several shards is served as one stream per
     shard, merged (docs/protocol.md).
     """
+    Backup: _grpc.UnaryUnaryMultiCallable[_queue_pb2.BackupRequest, _queue_pb2.BackupResponse]
+    """Write a consistent copy of the store (a RocksDB checkpoint: table files hard-linked where they
+    can be) into `path`, a directory on the server's machine that must not exist yet. A sharded
+    server writes one per shard (path/shard-N) and its layout. `pyqueue restore` puts one back.
+    Needs the admin right on every queue.
+    """
 
 @_typing.type_check_only
 class QueueAsyncStub(QueueStub):
@@ -156,6 +162,12 @@ class QueueAsyncStub(QueueStub):
     forwards (or merges) for clients that do not: an Enqueue spanning shards is split (all or
     nothing per shard), and a Take stream over queues of several shards is served as one stream per
     shard, merged (docs/protocol.md).
+    """
+    Backup: _aio.UnaryUnaryMultiCallable[_queue_pb2.BackupRequest, _queue_pb2.BackupResponse]  # type: ignore[assignment]
+    """Write a consistent copy of the store (a RocksDB checkpoint: table files hard-linked where they
+    can be) into `path`, a directory on the server's machine that must not exist yet. A sharded
+    server writes one per shard (path/shard-N) and its layout. `pyqueue restore` puts one back.
+    Needs the admin right on every queue.
     """
 
 class QueueServicer(metaclass=_abc_1.ABCMeta):
@@ -350,6 +362,18 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         forwards (or merges) for clients that do not: an Enqueue spanning shards is split (all or
         nothing per shard), and a Take stream over queues of several shards is served as one stream per
         shard, merged (docs/protocol.md).
+        """
+
+    @_abc_1.abstractmethod
+    def Backup(
+        self,
+        request: _queue_pb2.BackupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.BackupResponse, _abc.Awaitable[_queue_pb2.BackupResponse]]:
+        """Write a consistent copy of the store (a RocksDB checkpoint: table files hard-linked where they
+        can be) into `path`, a directory on the server's machine that must not exist yet. A sharded
+        server writes one per shard (path/shard-N) and its layout. `pyqueue restore` puts one back.
+        Needs the admin right on every queue.
         """
 
 def add_QueueServicer_to_server(servicer: QueueServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
