@@ -130,6 +130,10 @@ def delete_keys(record: Any) -> tuple[bytes, bytes, bytes, bytes, bytes]:
     """What a deleted job's removal names besides its error and result records: (job key,
     payload key, status key, queue key, type key)."""
 
+def salvage_wal(log: bytes) -> tuple[bytes, int, int]:
+    """A damaged RocksDB write-ahead log with every damaged span dropped (native/src/wal.rs): (the
+    new log, logical records kept, damaged spans dropped). Releases the GIL."""
+
 def encode_push(views: list[Any], ack_result: bytes) -> bytes:
     """A push's bytes (native/src/push.rs): a TakeResponse whose JobBatch holds each JobView of
     `views` (plain jobs only: no unique key, no options, no result; pyqueue.server.convert sends

@@ -12,6 +12,7 @@ pub mod ready;
 pub mod record;
 pub mod timers;
 pub mod token;
+pub mod wal;
 
 #[cfg(feature = "python")]
 mod python;

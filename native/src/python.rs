@@ -620,6 +620,14 @@ fn decode_record<'py>(
     PyTuple::new(py, items)
 }
 
+/// A damaged RocksDB write-ahead log with every damaged span dropped (native/src/wal.rs):
+/// (the new log's bytes, logical records kept, damaged spans dropped). Releases the GIL.
+#[pyfunction]
+fn salvage_wal<'py>(py: Python<'py>, log: &[u8]) -> (Bound<'py, PyBytes>, usize, usize) {
+    let (salvaged, kept, dropped) = py.detach(|| crate::wal::salvage(log));
+    (PyBytes::new(py, &salvaged), kept, dropped)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ReadyIndex>()?;
@@ -633,6 +641,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(save_entries, m)?)?;
     m.add_function(wrap_pyfunction!(delete_keys, m)?)?;
     m.add_function(wrap_pyfunction!(encode_push, m)?)?;
+    m.add_function(wrap_pyfunction!(salvage_wal, m)?)?;
     m.add("CoalescerClosed", m.py().get_type::<CoalescerClosed>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

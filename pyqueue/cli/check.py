@@ -64,10 +64,13 @@ def repair(data_dir: Path, yes: bool) -> None:
     written to table files. Back the directory up first; run `pyqueue check` after."""
     from pyqueue.store import RocksStore, StoreDamagedError
     from pyqueue.store.durable_mark import read_mark, write_mark
+    from pyqueue.store.wal_salvage import salvage_logs
 
     if not yes:
         click.confirm(f"repair {data_dir}? Unreadable records are dropped for good", abort=True)
     for path in _stores(data_dir):
+        for line in salvage_logs(path):
+            click.echo(f"{path}: {line}")
         try:
             store = RocksStore(path, salvage=True)
         except StoreDamagedError as exc:

@@ -244,3 +244,32 @@ def test_check_writes_nothing_and_works_on_a_read_only_mount(tmp_path: Path) -> 
         assert "10 jobs" in checked.stdout
     finally:
         subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_repair_salvages_a_log_whose_damage_splits_a_batch(tmp_path: Path) -> None:
+    """Batches of 500 jobs span several 32 KiB log blocks: damage in one of their middle fragments
+    made RocksDB's own salvage join the pieces around it and fail ("Write batch content
+    corrupted"), so repair could not help. Now every whole batch is kept and the store serves."""
+    server = filled_then_killed(tmp_path)  # 2,000 jobs in 4 batches of 500, all in the log
+    (wal,) = sorted(server.data_dir.glob("*.log"), key=lambda p: p.stat().st_size)[-1:]
+    raw = bytearray(wal.read_bytes())
+    middle = len(raw) // 2
+    raw[middle : middle + 8] = bytes(b ^ 0xFF for b in raw[middle : middle + 8])
+    wal.write_bytes(bytes(raw))
+    assert serve(server).returncode != 0, "damage refuses the start"
+    repaired = subprocess.run(
+        [sys.executable, "-m", "pyqueue", "repair", "--data-dir", str(server.data_dir), "--yes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "whole write batches" in repaired.stdout and (server.data_dir / f"{wal.name}.damaged").exists()
+    assert check(server.data_dir).returncode == 0
+    server.start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            left = client.count_jobs()
+            assert 1000 <= left < 2000 and left % 500 == 0, left  # whole batches, never half of one
+    finally:
+        server.close()
