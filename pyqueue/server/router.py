@@ -98,7 +98,27 @@ class Router(pb_grpc.QueueServicer):
             await context.abort(exc.code(), exc.details() or "")
 
     async def _fan_out(self, shards: Sequence[int], method: str, request: Any, context: Context) -> list[Any]:
-        return list(await asyncio.gather(*(self._forward(s, method, request, context) for s in shards)))
+        return await self._each({s: request for s in shards}, method, context)
+
+    async def _each(self, requests: dict[int, Any], method: str, context: Context) -> list[Any]:
+        """Each shard's answer to its request, in order; the first shard's refusal is the call's,
+        given once. (Each shard aborting the call itself raised "Abort already called!" past the
+        first, and grpc logged a 3 KB traceback per refused call: a refusal is an answer, not an
+        error in the log.)"""
+        answers = await asyncio.gather(*(self._call(s, method, r, context) for s, r in requests.items()))
+        refused = next((a for a in answers if isinstance(a, grpc.aio.AioRpcError)), None)
+        if refused is not None:
+            await context.abort(refused.code(), refused.details() or "")
+        return list(answers)
+
+    async def _call(self, shard: int, method: str, request: Any, context: Context) -> Any:
+        """A shard's answer, or its refusal (an AioRpcError, returned, not raised)."""
+        try:
+            return await getattr(self.stubs[shard], method)(
+                request, timeout=context.time_remaining(), metadata=forwarded(context)
+            )
+        except grpc.aio.AioRpcError as exc:
+            return exc
 
     def _job_shard(self, job_id: int) -> int:
         shard = shard_of_job(job_id)
@@ -223,12 +243,10 @@ class Router(pb_grpc.QueueServicer):
             await asyncio.to_thread(backup.prepare_layout, request.path, self.topology.shards)
         except EngineError as exc:
             await abort(context, exc)
-        parts = await asyncio.gather(
-            *(
-                self._forward(s, "Backup", pb.BackupRequest(path=f"{request.path}/shard-{s}"), context)
-                for s in range(self.topology.shards)
-            )
-        )
+        parts = [
+            await self._forward(s, "Backup", pb.BackupRequest(path=f"{request.path}/shard-{s}"), context)
+            for s in range(self.topology.shards)
+        ]
         return pb.BackupResponse(path=request.path, sequences=[s for p in parts for s in p.sequences])
 
     @answered
@@ -312,8 +330,8 @@ class Router(pb_grpc.QueueServicer):
         by_shard: dict[int, list[pb.CronEntry]] = {}
         for entry in request.entries:
             by_shard.setdefault(self.topology.shard_of_queue(entry.job.queue or "default"), []).append(entry)
-        answers = await asyncio.gather(
-            *(self._forward(s, "SetCron", pb.SetCronRequest(entries=e), context) for s, e in by_shard.items())
+        answers = await self._each(
+            {s: pb.SetCronRequest(entries=e) for s, e in by_shard.items()}, "SetCron", context
         )
         return pb.ListCronResponse(
             entries=sorted((e for a in answers for e in a.entries), key=lambda e: e.name)
@@ -401,9 +419,7 @@ class Router(pb_grpc.QueueServicer):
                     "queues of one shard only; select jobs of that shard's queues, or enqueue copies "
                     "into it and delete these instead",
                 )
-        answers = await asyncio.gather(
-            *(self._forward(shard, method, r, context) for shard, r in per_shard.items())
-        )
+        answers = await self._each(dict(per_shard), method, context)
         return pb.ChangeResponse(
             changed=[i for a in answers for i in a.changed], rejected=[r for a in answers for r in a.rejected]
         )

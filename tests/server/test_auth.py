@@ -312,3 +312,23 @@ def test_keys_hold_per_queue_by_default_and_across_queues_when_asked(tmp_path: P
         "127.0.0.1:0",
     )
     assert refused.returncode != 0 and "--unique-across-queues needs --shards 1" in refused.stderr
+
+
+def test_a_refused_fan_out_is_an_answer_not_an_error_in_the_log(tmp_path: Path) -> None:
+    secrets = write_auth_file(tmp_path / "auth.toml")
+    server = ServerProcess(
+        tmp_path / "data", "--shards", "2", "--auth-file", str(tmp_path / "auth.toml")
+    ).start()
+    try:
+        with pyqueue.Client(server.address, token=secrets["reader"]) as reader:
+            for _ in range(20):  # every shard refuses: the call spans queues the token cannot read
+                with pytest.raises(pyqueue.PermissionDenied):
+                    reader.count_jobs(types=["t"])
+        with pyqueue.Client(server.address, token=secrets["root"]) as root:
+            root.enqueue("marker", queue="emails")
+            assert root.count_jobs(types=["marker"]) == 1  # a positive marker: the log is caught up
+        noise = [line for line in server.lines if "Abort already called" in line or "Traceback" in line]
+        assert noise == [], "".join(noise[:5])
+        assert len("".join(server.lines)) < 20_000, "a refusal costs the log at most an audit line"
+    finally:
+        server.close()
