@@ -102,6 +102,27 @@ def check_server_installed() -> None:
     "waits, whatever its prefetch.",
 )
 @click.option(
+    "--max-http-connections",
+    type=click.IntRange(1, 10_000),
+    default=None,
+    show_default="an eighth of what the open-file limit leaves after RocksDB's share, 8 to 256",
+    help="HTTP connections served at once (a thread each); more are closed as they come.",
+)
+@click.option(
+    "--max-http-body-bytes",
+    type=click.IntRange(1, 1 << 30),
+    default=16 << 20,
+    show_default=True,
+    help="The largest HTTP request body (POST /v1/jobs); a larger one is refused before it is read.",
+)
+@click.option(
+    "--http-read-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=30.0,
+    show_default=True,
+    help="Seconds an HTTP connection may sit silent, and a request body may take to arrive.",
+)
+@click.option(
     "--max-retries", type=int, default=25, show_default=True, help="Default retries before a job is dead."
 )
 @click.option(
@@ -188,6 +209,9 @@ def serve(
     max_streams: int,
     max_connections: int | None,
     max_stream_bytes: int,
+    max_http_connections: int | None,
+    max_http_body_bytes: int,
+    http_read_timeout: float,
     max_retries: int,
     backoff: tuple[float, float, float],
     max_worker_losses: int,
@@ -233,9 +257,17 @@ def serve(
             raise click.UsageError(str(exc)) from None
     tls = TlsFiles(tls_cert, tls_key, tls_client_ca) if tls_cert and tls_key else None
     host = advertised_host(listen, advertise)
-    from pyqueue.server.descriptors import connection_cap, raise_limit
+    from pyqueue.server.descriptors import connection_cap, http_connection_cap, raise_limit
+    from pyqueue.server.http_limits import HttpLimits
 
-    connections = max_connections or connection_cap(raise_limit())
+    limit = raise_limit()
+    connections = max_connections or connection_cap(limit)
+    http_limits = HttpLimits(
+        max_connections=max_http_connections or http_connection_cap(limit),
+        max_body_bytes=max_http_body_bytes,
+        read_timeout_s=http_read_timeout,
+        max_jobs=max_jobs_per_enqueue,
+    )
     if unique_across_queues and max(shards if shard_count == 1 else 1, shard_count) > 1:
         raise click.UsageError(
             "--unique-across-queues needs --shards 1: each shard keeps the keys of its own queues, "
@@ -251,6 +283,7 @@ def serve(
                 init=init,
                 worker_timeout_s=worker_timeout_s,
                 max_connections=connections,
+                http=http_limits,
                 http_listen=http_listen,
                 auth_file=auth_file,
                 tls=tls,
@@ -286,6 +319,7 @@ def serve(
             heartbeat_s=heartbeat_s,
             worker_timeout_s=worker_timeout_s,
             max_connections=connections,
+            http=http_limits,
             limits=limits,
             min_free_bytes=min_free_bytes,
             shard_index=shard_index,

@@ -142,7 +142,7 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
             lambda: inside,
             authority,
             config.tls,
-            config.max_message_bytes,
+            config.http,
             config.host_rule(),
         )
         http.start()

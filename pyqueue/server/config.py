@@ -8,6 +8,7 @@ import grpc
 
 from pyqueue.engine.limits import Limits
 from pyqueue.engine.retry import RetryPolicy
+from pyqueue.server.http_limits import HttpLimits
 from pyqueue.server.http_origin import HostRule
 
 DEFAULT_LISTEN = "127.0.0.1:7411"
@@ -64,6 +65,7 @@ class ServerConfig:
     tls: "TlsFiles | None" = None  # None: plaintext
     advertise: str = ""  # the host clients are told to dial ('': the listen host)
     http_allow_hosts: tuple[str, ...] = ()  # more names the HTTP port answers to (a proxy's)
+    http: HttpLimits = field(default_factory=HttpLimits)  # what one client may cost the HTTP port
     unique_per_queue: bool = True  # every unique key holds within its queue (False: across queues)
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)

@@ -39,7 +39,13 @@ def rocksdb_share(limit: int) -> int:
 RESERVE = 64  # descriptors for everything else: the listening socket, logs, the lock, pipes
 
 
+def http_connection_cap(limit: int) -> int:
+    """How many HTTP connections to serve at once (a thread and a descriptor each): an eighth of
+    what RocksDB's share and the reserve leave, between 8 and 256."""
+    return max(8, min((limit - rocksdb_share(limit) - RESERVE) // 8, 256))
+
+
 def connection_cap(limit: int) -> int:
-    """How many client connections to accept at once: what the limit leaves after RocksDB's share
-    and a reserve, at most 10,000."""
-    return max(16, min(limit - rocksdb_share(limit) - RESERVE, 10_000))
+    """How many gRPC client connections to accept at once: what the limit leaves after RocksDB's
+    share, the HTTP port's and a reserve, at most 10,000."""
+    return max(16, min(limit - rocksdb_share(limit) - http_connection_cap(limit) - RESERVE, 10_000))

@@ -28,6 +28,7 @@ from pyqueue.server.dashboard import Dashboard
 from pyqueue.server.http_answers import StartResponse, answer, error_answer
 from pyqueue.server.http_api import JobsApi
 from pyqueue.server.http_clients import TokenClients
+from pyqueue.server.http_limits import HttpLimits
 from pyqueue.server.http_origin import HostRule
 from pyqueue.server.metrics import CONTENT_TYPE
 
@@ -40,11 +41,34 @@ Metadata = tuple[tuple[str, str], ...]
 
 
 class _Server(ThreadingMixIn, WSGIServer):
+    """A thread per connection, at most `slots` at once: one more is closed as it comes, so a flood
+    of slow clients holds a bounded number of threads and descriptors."""
+
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # the listen backlog: socketserver's 5 left a flood's clients in SYN retries
+    slots = threading.BoundedSemaphore(64)  # set per server in HttpEndpoint.start
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class _Quiet(WSGIRequestHandler):
+    timeout = 30.0  # seconds a connection may sit silent (set in HttpEndpoint.start)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # an access line per scrape would drown the server's own log
 
@@ -59,7 +83,7 @@ class HttpEndpoint:
         public_address: Callable[[], str],
         authority: Authority | None = None,
         tls: TlsFiles | None = None,
-        max_body_bytes: int = 64 << 20,
+        limits: HttpLimits | None = None,
         hosts: HostRule | None = None,
     ) -> None:
         """`public_address`: where the dashboard's client reaches the gRPC service (in plaintext
@@ -70,7 +94,8 @@ class HttpEndpoint:
         self.tls = tls
         self.clients = TokenClients(public_address)
         self.dashboard = Dashboard(self.clients)
-        self.jobs = JobsApi(self.clients, max_body_bytes)
+        self.limits = limits or HttpLimits()
+        self.jobs = JobsApi(self.clients, self.limits)
         self.loop = loop
         self.metrics = metrics
         self.unhealthy = unhealthy
@@ -82,8 +107,15 @@ class HttpEndpoint:
     def start(self) -> str:
         """Listen, and serve on a thread; returns the bound address (HOST:PORT)."""
         host, _, port = self.listen.rpartition(":")
+        limits = self.limits
+        server_class: type[_Server] = type(
+            "_BoundedServer", (_Server,), {"slots": threading.BoundedSemaphore(limits.max_connections)}
+        )
+        handler_class: type[_Quiet] = type("_TimedHandler", (_Quiet,), {"timeout": limits.read_timeout_s})
         try:
-            self._server = make_server(host, int(port), self.app, server_class=_Server, handler_class=_Quiet)
+            self._server = make_server(
+                host, int(port), self.app, server_class=server_class, handler_class=handler_class
+            )
         except OSError as exc:
             raise SystemExit(
                 f"pyqueue serve: cannot listen for HTTP on {self.listen} ({exc.strerror}): give "

@@ -19,9 +19,12 @@ from datetime import datetime
 from typing import Any
 
 from pyqueue.client.client import JOB_FIELDS
-from pyqueue.errors import PyQueueError, ResourceExhausted
+from pyqueue.engine.errors import InvalidArgument, ResourceExhausted
+from pyqueue.errors import PyQueueError
+from pyqueue.errors import ResourceExhausted as PyQueueResourceExhausted
 from pyqueue.server.http_answers import StartResponse, error_answer, json_answer
 from pyqueue.server.http_clients import TokenClients
+from pyqueue.server.http_limits import HttpLimits, parse_jobs, read_body
 
 _JOB = re.compile(r"^/v1/jobs/([0-9]+)$")
 FIELDS = JOB_FIELDS  # what a job spec takes, as the Python client's enqueue_many
@@ -45,9 +48,9 @@ class UnsupportedType(Exception):
 
 
 class JobsApi:
-    def __init__(self, clients: TokenClients, max_body_bytes: int) -> None:
+    def __init__(self, clients: TokenClients, limits: HttpLimits) -> None:
         self._clients = clients
-        self.max_body_bytes = max_body_bytes
+        self.limits = limits
 
     def app(
         self, environ: dict[str, Any], start_response: StartResponse, authorization: str | None
@@ -85,13 +88,15 @@ class JobsApi:
                 f"the body must be JSON, sent with Content-Type: application/json (it was {kind or 'not given'!r})"
             )
         try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            raise BadRequest("Content-Length is not a number") from None
-        if length > self.max_body_bytes:
-            raise ResourceExhausted(f"the body is {length} bytes; the limit is {self.max_body_bytes}")
+            raw = read_body(environ["wsgi.input"], environ.get("CONTENT_LENGTH"), self.limits)
+        except InvalidArgument as exc:
+            raise BadRequest(str(exc)) from None
+        except ResourceExhausted as exc:
+            raise PyQueueResourceExhausted(str(exc)) from None
         try:
-            body = json.loads(environ["wsgi.input"].read(length) or b"null")
+            body = parse_jobs(raw or b"null", self.limits.max_jobs)
+        except ResourceExhausted as exc:
+            raise PyQueueResourceExhausted(str(exc)) from None
         except RecursionError:
             raise BadRequest("the body is JSON nested too deeply") from None
         except (ValueError, UnicodeDecodeError) as exc:

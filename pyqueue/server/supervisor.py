@@ -273,7 +273,7 @@ async def supervise(
             lambda: internal or dialable(address),
             authority,
             config.tls,
-            config.max_message_bytes,
+            config.http,
             config.host_rule(),
         )
         if http_listen
