@@ -34,6 +34,7 @@ log = logging.getLogger("pyqueue.take")
 _ANSWERS = ("start", "ack", "fail", "extend", "release")
 _CANCEL_GRACE_S = 0.2
 SEND_TIMEOUT_S = 60.0
+MAX_PENDING_MESSAGES = 16  # a stream's messages being applied at once; past it, reading waits
 ANSWER_GRACE_S = 5.0  # at a server stop, how long started attempts may still be answered
 BATCH_BYTES = 4 << 20  # a delivery message; the message limit is 64 MiB
 _JOB_OVERHEAD = 1024  # the fields around a payload, generously (names are at most 128 bytes)
@@ -195,6 +196,11 @@ class TakeStream:
         consumer = self.consumer
         try:
             while True:
+                # Read only as fast as answers are applied: a stream that pipelines acks without
+                # reading their answers is held here, and gRPC's flow control pushes back on it
+                # (an unread flood of acks of 10,000 ids took a server to 6 GB).
+                while len(self._pending) >= MAX_PENDING_MESSAGES:
+                    await asyncio.wait(tuple(self._pending), return_when=asyncio.FIRST_COMPLETED)
                 message = await self.context.read()
                 if message is EOF:
                     # A dead peer's stream also reads as EOF, and is cancelled a moment later.
