@@ -4,6 +4,7 @@ hold is bounded, whatever the stream sends."""
 
 import threading
 import time
+from pathlib import Path
 
 import grpc
 from harness import ServerProcess
@@ -44,7 +45,7 @@ def test_unread_acks_are_held_back_by_flow_control(server: ServerProcess) -> Non
 
 
 def _rss_mb(pid: int) -> float:
-    for line in open(f"/proc/{pid}/status"):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise AssertionError("no VmRSS")
