@@ -87,6 +87,15 @@ def check_server_installed() -> None:
     help="Worker streams open at once; past it a new one is refused with RESOURCE_EXHAUSTED.",
 )
 @click.option(
+    "--max-streams-per-connection",
+    type=click.IntRange(1, 1_000_000),
+    default=100,
+    show_default=True,
+    help="Worker streams one client connection may hold (the client's own address through the "
+    "public address); past it a new one is refused with RESOURCE_EXHAUSTED, so one client cannot "
+    "take every --max-streams slot.",
+)
+@click.option(
     "--max-connections",
     type=int,
     default=None,
@@ -207,6 +216,7 @@ def serve(
     max_name_length: int,
     max_prefetch: int,
     max_streams: int,
+    max_streams_per_connection: int,
     max_connections: int | None,
     max_stream_bytes: int,
     max_http_connections: int | None,
@@ -308,6 +318,7 @@ def serve(
         max_name_length=max_name_length,
         max_prefetch=max_prefetch,
         max_streams=max_streams,
+        max_streams_per_connection=max_streams_per_connection,
         max_stream_bytes=max_stream_bytes,
     )
     run_server(

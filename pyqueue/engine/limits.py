@@ -31,6 +31,7 @@ class Limits:
     max_error_bytes: int = 16 << 10  # a failure's message (cut beyond, not refused)
     max_backtrace_bytes: int = 64 << 10
     max_streams: int = 10_000  # worker streams open at once on one server (or shard)
+    max_streams_per_connection: int = 100  # of those, held by one client connection
     max_stream_bytes: int = 16 << 20  # payload delivered to one stream and not yet answered
     _good_names: set[str] = field(default_factory=set, compare=False, repr=False)
 

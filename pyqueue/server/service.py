@@ -1,6 +1,7 @@
 """The Queue servicer: protobuf in, engine calls, protobuf out."""
 
 import asyncio
+from collections import Counter
 
 import grpc
 
@@ -21,6 +22,7 @@ from pyqueue.server.convert import (
     job_to_pb,
     queue_info,
 )
+from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.status import AnsweringStream, Context, abort, answer_each, answered
 from pyqueue.server.take import TakeStream
 from pyqueue.v1 import queue_pb2 as pb
@@ -32,6 +34,7 @@ class QueueService(pb_grpc.QueueServicer):
         self.engine = engine
         self.config = config
         self.streams: set[TakeStream] = set()
+        self._streams_of: Counter[str] = Counter()  # client connection -> its open worker streams
         self.enqueue_streams: set[AnsweringStream] = set()
         self.address = config.listen  # the bound address, set once listening
 
@@ -241,12 +244,24 @@ class QueueService(pb_grpc.QueueServicer):
                 f"{limit} worker streams are open, the most this server takes (--max-streams); "
                 "retry later, or share streams between fewer processes",
             )
+        client = _client_of(context)
+        share = self.engine.config.limits.max_streams_per_connection
+        if self._streams_of[client] >= share:
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"this connection holds {share} worker streams, the most one may "
+                "(--max-streams-per-connection); close some, or open another connection",
+            )
         stream = TakeStream(self.engine, context, self.config.heartbeat_s, self._check_owner)
         self.streams.add(stream)
+        self._streams_of[client] += 1
         try:
             await stream.run()
         finally:
             self.streams.discard(stream)
+            self._streams_of[client] -= 1
+            if not self._streams_of[client]:
+                del self._streams_of[client]
 
     @answered
     async def ListWorkers(self, request: pb.ListWorkersRequest, context: Context) -> pb.ListWorkersResponse:
@@ -337,3 +352,14 @@ def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:
         limit_key=job.limit_key,
         unique_in_queue=job.unique_in_queue,
     )
+
+
+def _client_of(context: Context) -> str:
+    """The client connection a call came on. Every stream the router forwards shares its one
+    connection to this shard, so the client's own, which the router passes on (FORWARDED_FOR), is
+    taken instead, from a loopback peer only: the router always dials its shards on loopback."""
+    peer = context.peer()
+    forwarded = next((v for k, v in context.invocation_metadata() or () if k == FORWARDED_FOR), None)
+    if forwarded and peer.startswith(("ipv4:127.", "ipv6:[::1]")):
+        return f"{peer} for {forwarded!s}"
+    return peer

@@ -5,6 +5,7 @@ import math
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -329,3 +330,52 @@ def test_connections_past_the_cap_are_closed_and_take_no_descriptors(tmp_path) -
         assert server.proc.poll() is None
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_one_connection_cannot_take_every_stream_slot(tmp_path, shards: int) -> None:  # type: ignore[no-untyped-def]
+    """--max-streams-per-connection: a greedy client is refused its third stream, and an honest
+    worker on a connection of its own still gets one (through the router too, which passes each
+    client's own connection on)."""
+    server = ServerProcess(
+        tmp_path / "data", "--shards", str(shards), "--max-streams", "10", "--max-streams-per-connection", "2"
+    ).start()
+
+    ended = threading.Event()
+
+    def take(channel: grpc.Channel) -> Any:
+        subscribe = pb.TakeRequest(subscribe=pb.Subscribe(queues=["q"], prefetch=1))
+        call = pb_grpc.QueueStub(channel).Take(_hold(subscribe, ended), timeout=60)
+        return call, iter(call)
+
+    own = [("grpc.use_local_subchannel_pool", 1)]  # a connection each (grpc shares one otherwise)
+    greedy, honest = (grpc.insecure_channel(server.address, options=own) for _ in range(2))
+    try:
+        held = [take(greedy) for _ in range(2)]
+        with pyqueue.Client(server.address) as client:
+            client.enqueue_many([{"type": "t", "queue": "q"}] * 2)
+        for _, answers in held:
+            assert next(answers).HasField("jobs")  # both served
+        _, refused = take(greedy)
+        with pytest.raises(grpc.RpcError) as third:
+            next(refused)
+        assert third.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "--max-streams-per-connection" in (third.value.details() or "")
+        call, answers = take(honest)
+        with pyqueue.Client(server.address) as client:
+            client.enqueue("t", queue="q")
+        assert next(answers).HasField("jobs"), "the honest worker's stream is served"
+        call.cancel()
+        for call, _ in held:
+            call.cancel()
+    finally:
+        ended.set()
+        greedy.close()
+        honest.close()
+        server.close()
+
+
+def _hold(first: pb.TakeRequest, ended: threading.Event) -> Iterator[pb.TakeRequest]:
+    """A stream's requests: the subscribe, then nothing until the test ends (the call stays open)."""
+    yield first
+    ended.wait(60)
