@@ -79,6 +79,9 @@ class Consumer:
         return self.prefetch - len(self.held) - self._claiming
 
     # The dispatcher's side (Listener).
+    def in_flight(self) -> int:
+        return len(self.held)
+
     def wants_jobs(self) -> bool:
         return self._waiting and not self.closed and self.credit > 0
 

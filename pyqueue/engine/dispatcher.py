@@ -5,6 +5,11 @@ serves the queue and has room for more jobs; only the stream that flips the toke
 the others go back to sleep. A winner that leaves jobs behind announces again, so the next stream
 with room gets its turn. Wake-ups are direct calls, not a bounded channel, so no stream can fall
 behind and miss one.
+
+Who wins is who is woken first, so the offers go out in order: the stream holding the fewest
+attempts first, ties taken in turn (the queue's streams rotate at each announcement). In a set's
+fixed order, the same stream won every time: with two workers at a few hundred jobs a second, one
+got 95-99% of the jobs.
 """
 
 from collections.abc import Iterable
@@ -18,24 +23,29 @@ class Listener(Protocol):
 
     def wants_jobs(self) -> bool: ...
 
+    def in_flight(self) -> int:
+        """Attempts it holds now (delivered, not yet answered)."""
+
     def offer(self, token: ClaimToken | None) -> None:
         """Wake up; None means "look without a token" (the start-up rebuild finished)."""
 
 
 class Dispatcher:
     def __init__(self) -> None:
-        self._by_queue: dict[str, set[Listener]] = {}
+        self._by_queue: dict[str, list[Listener]] = {}  # in turn order
         self.announcements = 0
 
     def register(self, listener: Listener) -> None:
         for queue in listener.queues:
-            self._by_queue.setdefault(queue, set()).add(listener)
+            listeners = self._by_queue.setdefault(queue, [])
+            if listener not in listeners:
+                listeners.append(listener)
 
     def unregister(self, listener: Listener) -> None:
         for queue in listener.queues:
             listeners = self._by_queue.get(queue)
-            if listeners is not None:
-                listeners.discard(listener)
+            if listeners is not None and listener in listeners:
+                listeners.remove(listener)
                 if not listeners:
                     del self._by_queue[queue]
 
@@ -46,14 +56,23 @@ class Dispatcher:
                 continue
             self.announcements += 1
             token = ClaimToken()
-            for listener in tuple(listeners):
-                if listener.wants_jobs():
-                    listener.offer(token)
+            if len(listeners) > 1:
+                listeners.append(listeners.pop(0))  # ties go in turn
+                ready = sorted((x for x in listeners if x.wants_jobs()), key=_held)  # stable: turn order
+            else:
+                ready = [x for x in listeners if x.wants_jobs()]
+            for listener in ready:
+                listener.offer(token)
 
     def listeners(self, queue: str) -> tuple[Listener, ...]:
+        """The queue's streams, in turn order."""
         return tuple(self._by_queue.get(queue, ()))
 
     def wake_all(self) -> None:
         for listeners in tuple(self._by_queue.values()):
             for listener in tuple(listeners):
                 listener.offer(None)
+
+
+def _held(listener: Listener) -> int:
+    return listener.in_flight()
