@@ -24,6 +24,8 @@ from pyqueue.engine.errors import EngineError, InvalidArgument
 from pyqueue.engine.model import Ending, Failure, JobView, Outcome, Rejection
 
 log = logging.getLogger("pyqueue.engine")
+# Ids of one message checked between two turns of the event loop (about 0.2 ms of work).
+YIELD_EVERY = 64
 
 if TYPE_CHECKING:
     from pyqueue.engine.engine import Engine
@@ -215,11 +217,14 @@ class Consumer:
             return Rejection(job_id, "FAILED_PRECONDITION", f"job {job_id} is already being answered")
         return None
 
-    def _split(self, pairs: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[Rejection]]:
-        """The pairs that name a current attempt held here, and refusals for the rest."""
+    def _split(
+        self, pairs: Sequence[tuple[int, int]], seen: set[int] | None = None
+    ) -> tuple[list[tuple[int, int]], list[Rejection]]:
+        """The pairs that name a current attempt held here, and refusals for the rest (`seen`: the
+        ids of the message seen so far, when it comes in slices)."""
         current: list[tuple[int, int]] = []
         refused: list[Rejection] = []
-        seen: set[int] = set()
+        seen = set() if seen is None else seen
         for job_id, lease in pairs:
             rejection = self._current(job_id, lease, seen)
             if rejection is None:
@@ -229,9 +234,20 @@ class Consumer:
             seen.add(job_id)
         return current, refused
 
-    def _sort(self, pairs: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[Rejection]]:
-        """As `_split`, for acks and fails: the current ones are marked as being answered."""
-        current, refused = self._split(pairs)
+    async def _sort(self, pairs: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[Rejection]]:
+        """As `_split`, for acks and fails: the current ones are marked as being answered. A long
+        message is sorted a slice at a time, giving the event loop back between slices, so that
+        one stream's 10,000 ids do not hold up every other client's calls (they did, for 30 ms a
+        message: an honest producer's p99 went from 1.3 to 200 ms under a flood of them)."""
+        if len(pairs) <= YIELD_EVERY:
+            current, refused = self._split(pairs)
+        else:
+            current, refused, seen = [], [], set[int]()
+            for start in range(0, len(pairs), YIELD_EVERY):
+                some, others = self._split(pairs[start : start + YIELD_EVERY], seen)
+                current += some
+                refused += others
+                await asyncio.sleep(0)
         for job_id, _ in current:
             self.held[job_id].answering = True
         return current, refused
@@ -242,7 +258,7 @@ class Consumer:
 
     async def ack(self, pairs: Sequence[tuple[int, int]], results: dict[int, bytes] | None = None) -> Outcome:
         """Commit acks; call `release` once the caller has told the worker (credit opens then)."""
-        current, refused = self._sort(pairs)
+        current, refused = await self._sort(pairs)
         try:
             outcome = await self.engine.ack(current, results) if current else Outcome([], [])
         except EngineError as exc:
@@ -259,7 +275,7 @@ class Consumer:
         if refused_early:
             bad = {r.job_id for r in refused_early}
             failures = [(f, lease) for f, lease in failures if f.job_id not in bad]
-        current, refused = self._sort([(f.job_id, lease) for f, lease in failures])
+        current, refused = await self._sort([(f.job_id, lease) for f, lease in failures])
         refused.extend(refused_early)
         by_id = {f.job_id: f for f, _ in failures}  # a repeated id was refused above
         chosen = [(by_id[job_id], lease) for job_id, lease in current]

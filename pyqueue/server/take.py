@@ -22,7 +22,7 @@ import grpc
 import grpc.aio
 
 from pyqueue.engine import Engine, EngineError, Failure
-from pyqueue.engine.consumer import Consumer
+from pyqueue.engine.consumer import YIELD_EVERY, Consumer
 from pyqueue.engine.model import RESULT_NOT_KEPT, JobView, Outcome, Rejection
 from pyqueue.engine.ranges import clip_text
 from pyqueue.server.convert import ack_result, fail_result, push_message
@@ -34,6 +34,7 @@ log = logging.getLogger("pyqueue.take")
 _ANSWERS = ("start", "ack", "fail", "extend", "release")
 _CANCEL_GRACE_S = 0.2
 SEND_TIMEOUT_S = 60.0
+COST_BUDGET = 1024  # ids of one stream's messages being applied at once (one bigger message alone)
 MAX_PENDING_MESSAGES = 16  # a stream's messages being applied at once; past it, reading waits
 ANSWER_GRACE_S = 5.0  # at a server stop, how long started attempts may still be answered
 BATCH_BYTES = 4 << 20  # a delivery message; the message limit is 64 MiB
@@ -56,6 +57,7 @@ class TakeStream:
         self._send_lock = asyncio.Lock()
         self._last_sent = time.monotonic()
         self._pending: set[asyncio.Task[Any]] = set()
+        self._pending_cost = 0  # ids of the messages being applied (see COST_BUDGET)
         self._ending = asyncio.Event()
         self._clean = False  # the worker half-closed, or the server is stopping
         self._drains = False  # the worker answers Stopping with `drained`
@@ -216,7 +218,14 @@ class TakeStream:
                 if oversized:
                     self._protocol_error = oversized
                     break
-                self._handle(consumer, message)
+                # Cost-weighted: a stream has COST_BUDGET ids being applied at once, so a message of
+                # 10,000 ids waits for the stream's others, and one stream's flood takes one turn of
+                # the event loop among every client's calls, not sixteen.
+                cost = _cost(message)
+                while self._pending and self._pending_cost + cost > COST_BUDGET:
+                    await asyncio.wait(tuple(self._pending), return_when=asyncio.FIRST_COMPLETED)
+                self._pending_cost += cost
+                self._handle(consumer, message, cost)
                 if message.closing:
                     self._clean = True
                 if message.drained:
@@ -226,24 +235,35 @@ class TakeStream:
                 await asyncio.gather(*self._pending, return_exceptions=True)
             consumer.close(clean=self._clean)
 
-    def _handle(self, consumer: Consumer, message: pb.TakeRequest) -> None:
-        """One message's parts, in the order the worker lived them: starts, then answers."""
+    def _handle(self, consumer: Consumer, message: pb.TakeRequest, cost: int) -> None:
+        """One message's parts, in the order the worker lived them: starts, then answers. The
+        message's cost goes with its first task (or is given back if it has none)."""
         if message.HasField("start"):
             consumer.start(_pairs(message.start))
+        tasks: list[Any] = []
         if message.HasField("ack"):
-            self._spawn(self._ack(message.ack))
+            tasks.append(self._ack(message.ack))
         if message.HasField("fail"):
-            self._spawn(self._fail(message.fail))
+            tasks.append(self._fail(message.fail))
         if message.HasField("extend"):
-            self._spawn(consumer.extend(_pairs(message.extend), message.extend.extend_ms))
+            tasks.append(consumer.extend(_pairs(message.extend), message.extend.extend_ms))
         if message.HasField("release"):
             release = message.release
-            self._spawn(consumer.hand_back(_pairs(release), release.delay_ms, release.unknown_type))
+            tasks.append(consumer.hand_back(_pairs(release), release.delay_ms, release.unknown_type))
+        if not tasks:
+            self._pending_cost -= cost
+        for i, coro in enumerate(tasks):
+            self._spawn(coro, cost if i == 0 else 0)
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any, cost: int = 0) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+
+        def done(finished: "asyncio.Task[Any]") -> None:
+            self._pending.discard(finished)
+            self._pending_cost -= cost
+
+        task.add_done_callback(done)
 
     async def _ack(self, ack: pb.Ack) -> None:
         assert self.consumer is not None
@@ -262,7 +282,7 @@ class TakeStream:
                 await self._flush()
             return
         try:
-            await self._send(ack_result(outcome))
+            await self._send(await _in_slices(ack_result, outcome))
         finally:
             # Only now: the worker must never see more than `prefetch` jobs it has not had confirmed.
             self.consumer.release(outcome)
@@ -326,7 +346,7 @@ class TakeStream:
         outcome = await self.consumer.fail(failures)
         self.failed += len(outcome.done)
         try:
-            await self._send(fail_result(outcome))
+            await self._send(await _in_slices(fail_result, outcome))
         finally:
             self.consumer.release(outcome)
 
@@ -344,6 +364,18 @@ def _by_bytes(jobs: list[JobView]) -> list[list[JobView]]:
         batches[-1].append(job)
         size += weight
     return batches
+
+
+def _cost(message: pb.TakeRequest) -> int:
+    """What applying a message costs, in the ids it names (at least 1)."""
+    return max(
+        1,
+        len(message.start.ids)
+        + len(message.ack.ids)
+        + len(message.fail.failures)
+        + len(message.extend.ids)
+        + len(message.release.ids),
+    )
 
 
 def _oversized(message: pb.TakeRequest, prefetch: int) -> str:
@@ -377,3 +409,15 @@ def _identity(worker: pb.WorkerIdentity) -> pb.WorkerIdentity:
     return pb.WorkerIdentity(
         host=clip_text(worker.host, 255), pid=worker.pid, name=clip_text(worker.name, 255)
     )
+
+
+async def _in_slices(build: Callable[[Outcome], pb.TakeResponse], outcome: Outcome) -> pb.TakeResponse:
+    """An answer built a slice of refusals at a time, giving the event loop back between slices
+    (10,000 refusals are about 30 ms of work; see Consumer._sort)."""
+    if len(outcome.rejected) <= YIELD_EVERY:
+        return build(outcome)
+    answer = build(Outcome(outcome.done, []))
+    for start in range(0, len(outcome.rejected), YIELD_EVERY):
+        answer.MergeFrom(build(Outcome([], outcome.rejected[start : start + YIELD_EVERY])))
+        await asyncio.sleep(0)
+    return answer
