@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from pyqueue import defaults
 from pyqueue.cli.jobs import client_for, fail
 from pyqueue.errors import PyQueueError
 
@@ -30,7 +31,7 @@ def backup(ctx: click.Context, directory: Path) -> None:
 
 @click.command()
 @click.argument("source", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@click.option("--data-dir", type=click.Path(path_type=Path), default="./pyqueue-data", show_default=True)
+@click.option("--data-dir", type=click.Path(path_type=Path), default=defaults.DATA_DIR, show_default=True)
 @click.option(
     "--replace",
     is_flag=True,

@@ -5,10 +5,12 @@ from pathlib import Path
 
 import click
 
+from pyqueue import defaults
+
 _DATA_DIR = click.option(
     "--data-dir",
     type=click.Path(path_type=Path, exists=True, file_okay=False),
-    default="./pyqueue-data",
+    default=defaults.DATA_DIR,
     show_default=True,
 )
 

@@ -6,6 +6,7 @@ from typing import Any, NoReturn
 
 import click
 
+from pyqueue import defaults
 from pyqueue.client import Client
 from pyqueue.errors import PyQueueError
 
@@ -22,7 +23,9 @@ def fail(exc: PyQueueError) -> NoReturn:
 @click.argument("type_", metavar="TYPE")
 @click.option("--queue", default="default", show_default=True)
 @click.option("--payload", default=None, help="The payload, as JSON.")
-@click.option("--priority", type=int, default=32768, show_default=True, help="0 runs first, 65535 last.")
+@click.option(
+    "--priority", type=int, default=defaults.PRIORITY, show_default=True, help="0 runs first, 65535 last."
+)
 @click.option("--delay", type=float, default=None, help="Run after this many seconds.")
 @click.option(
     "--max-retries", type=int, default=None, help="Retries before the job is dead (default: the server's)."

@@ -2,7 +2,7 @@
 
 import click
 
-from pyqueue import __version__
+from pyqueue import __version__, defaults
 from pyqueue.cli.backup import backup, restore
 from pyqueue.cli.check import check, repair
 from pyqueue.cli.cron import cron
@@ -26,7 +26,7 @@ def _version() -> str:
 @click.option(
     "--address",
     envvar="PYQUEUE_ADDRESS",
-    default="127.0.0.1:7411",
+    default=defaults.ADDRESS,
     show_default=True,
     help="The server to talk to (env PYQUEUE_ADDRESS).",
 )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from pyqueue import defaults
 from pyqueue.cli.logs import log_options, setup_logging
 from pyqueue.cli.serve_security import (
     advertised_host,
@@ -18,7 +19,7 @@ from pyqueue.cli.serve_security import (
 if TYPE_CHECKING:
     from pyqueue.server import ServerConfig
 
-DEFAULT_HTTP_LISTEN = "127.0.0.1:7412"
+DEFAULT_HTTP_LISTEN = defaults.HTTP_LISTEN
 SERVER_MODULES = ("rocksdict", "croniter", "grpc_health", "grpc_reflection")
 
 
@@ -38,7 +39,7 @@ def check_server_installed() -> None:
 @click.option(
     "--data-dir",
     type=click.Path(path_type=Path),
-    default="./pyqueue-data",
+    default=defaults.DATA_DIR,
     show_default=True,
     help="Where the RocksDB store lives.",
 )
@@ -50,7 +51,7 @@ def check_server_installed() -> None:
     "mount must not start empty).",
 )
 @click.option(
-    "--listen", default="127.0.0.1:7411", show_default=True, help="HOST:PORT to listen on (port 0: any)."
+    "--listen", default=defaults.ADDRESS, show_default=True, help="HOST:PORT to listen on (port 0: any)."
 )
 @click.option(
     "--commit-mode",

@@ -6,6 +6,7 @@ import sys
 import click
 
 from pyqueue.cli.logs import log_options, setup_logging
+from pyqueue.worker.runtime import WorkerConfig
 
 
 def load_app(target: str) -> object:
@@ -36,14 +37,14 @@ def load_app(target: str) -> object:
 @click.option(
     "--grace",
     type=float,
-    default=30.0,
+    default=WorkerConfig.grace_s,
     show_default=True,
     help="Seconds running jobs get to finish after SIGTERM.",
 )
 @click.option(
     "--pool",
     type=click.Choice(["thread", "process"]),
-    default="thread",
+    default=WorkerConfig.pool,
     show_default=True,
     help="Where sync handlers run: threads (a job past its time limit is abandoned) or child "
     "processes (it is killed).",
@@ -60,7 +61,7 @@ def load_app(target: str) -> object:
 @click.option(
     "--summary-every",
     type=float,
-    default=60.0,
+    default=WorkerConfig.summary_s,
     show_default=True,
     help="Seconds between summary lines (done, failed, timed out; 0: none).",
 )

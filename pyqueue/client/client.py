@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from pyqueue import tracing
+from pyqueue import defaults, tracing
 from pyqueue.client import codec
 from pyqueue.client.batching import Batcher
 from pyqueue.client.enqueue_stream import StreamedEnqueues
@@ -42,8 +42,8 @@ from pyqueue.errors import (
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
-DEFAULT_ADDRESS = "127.0.0.1:7411"
-DEFAULT_PRIORITY = 32768
+DEFAULT_ADDRESS = defaults.ADDRESS
+DEFAULT_PRIORITY = defaults.PRIORITY
 
 
 def default_address() -> str:

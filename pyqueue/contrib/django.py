@@ -25,6 +25,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from pyqueue import defaults
 from pyqueue.app import App, JobFunction, Options
 from pyqueue.client import Client, Job
 from pyqueue.errors import NotFound
@@ -53,7 +54,7 @@ _STATUS = {
 
 def to_pyqueue_priority(priority: int) -> int:
     """Django: larger runs first, -100..100. pyqueue: smaller runs first, 0..65535."""
-    return 32768 - priority * 300
+    return defaults.PRIORITY - priority * 300
 
 
 class PyQueueBackend(BaseTaskBackend):  # type: ignore[misc]

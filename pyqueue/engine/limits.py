@@ -3,13 +3,14 @@
 import re
 from dataclasses import dataclass, field
 
+from pyqueue import defaults
 from pyqueue.engine.errors import InvalidArgument, ResourceExhausted
 
 _NAME = re.compile(r"[A-Za-z0-9_.:\-]+")
 NAME_CHARACTERS = "letters, digits and _ . : -"
 MIN_PRIORITY = 0
 MAX_PRIORITY = 65535
-DEFAULT_PRIORITY = 32768
+DEFAULT_PRIORITY = defaults.PRIORITY
 DEFAULT_QUEUE = "default"
 
 

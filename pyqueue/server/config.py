@@ -6,13 +6,14 @@ from pathlib import Path
 
 import grpc
 
+from pyqueue import defaults
 from pyqueue.engine.limits import Limits
 from pyqueue.engine.retry import RetryPolicy
 from pyqueue.server.http_limits import HttpLimits
 from pyqueue.server.http_origin import HostRule
 
-DEFAULT_LISTEN = "127.0.0.1:7411"
-DEFAULT_DATA_DIR = "./pyqueue-data"
+DEFAULT_LISTEN = defaults.ADDRESS
+DEFAULT_DATA_DIR = defaults.DATA_DIR
 
 
 @dataclass(frozen=True)
