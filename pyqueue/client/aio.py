@@ -29,6 +29,7 @@ from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
 from pyqueue.client.steering import (
+    CRON_ACTIONS,
     ChangeResult,
     CronInfo,
     QueueInfo,
@@ -212,6 +213,17 @@ class AsyncClient:
         request = pb.UpdateJobsRequest(filter=job_filter(**filters), changes=job_changes(**changes))
         return ChangeResult.from_pb(await self._call(self._stub.UpdateJobs, request))
 
+    async def update_job(self, job_id: int, **changes: Any) -> Job:
+        """Change one waiting job (see Client.update_job); the job as it now is."""
+        result = await self.update_jobs(changes, ids=[job_id])
+        if result.rejected:
+            raise from_code_name(result.rejected[0].code, result.rejected[0].message)
+        return await self.get_job(job_id)
+
+    async def cancel(self, job_id: int) -> ChangeResult:
+        """Cancel one job: see Client.cancel_jobs."""
+        return await self.cancel_jobs(ids=[job_id])
+
     async def cancel_jobs(self, **filters: Any) -> ChangeResult:
         """Cancel jobs (see Client.cancel_jobs)."""
         request = pb.CancelJobsRequest(filter=job_filter(**filters))
@@ -244,6 +256,20 @@ class AsyncClient:
         """Declare periodic jobs (see Client.set_cron)."""
         request = pb.SetCronRequest(entries=[cron_message(e) for e in entries])
         return [CronInfo.from_pb(e) for e in (await self._call(self._stub.SetCron, request)).entries]
+
+    async def pause_cron(self, name: str) -> CronInfo:
+        return await self._change_cron(name, "pause")
+
+    async def resume_cron(self, name: str) -> CronInfo:
+        """Run again from the next tick (see Client.resume_cron)."""
+        return await self._change_cron(name, "resume")
+
+    async def delete_cron(self, name: str) -> CronInfo:
+        return await self._change_cron(name, "delete")
+
+    async def _change_cron(self, name: str, action: str) -> CronInfo:
+        request = pb.ChangeCronRequest(name=name, action=CRON_ACTIONS[action])
+        return CronInfo.from_pb(await self._call(self._stub.ChangeCron, request))
 
     async def cron_entries(self) -> list[CronInfo]:
         response = await self._call(self._stub.ListCron, pb.ListCronRequest())

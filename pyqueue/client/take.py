@@ -93,10 +93,13 @@ class TakeStream:
             pb.Extend(ids=[j.id for j in jobs], leases=[j.lease for j in jobs], extend_ms=extend_ms)
         )
 
-    def release(self, job: Job, delay_ms: int = 0) -> None:
-        """Hand back a job not started: no attempt counts; it is ready again (after `delay_ms`)."""
+    def release(self, job: Job, delay_ms: int = 0, *, unknown_type: bool = False) -> None:
+        """Hand back a job not started: no attempt counts; it is ready again (after `delay_ms`).
+        `unknown_type`: this worker has no function for it (see AsyncTakeStream.release)."""
         self._check_open()
-        self._outbox.put(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms))
+        self._outbox.put(
+            pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms, unknown_type=unknown_type)
+        )
 
     def _start(self, job: Job, confirm: bool) -> bool:
         """Tell the server the job starts; with `confirm`, return once that is on the wire;
