@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 from pyqueue.client import Client
 from pyqueue.client.steering import per_process
@@ -30,7 +30,7 @@ PAGE_LIMIT = 200
 
 _JOB = re.compile(r"^/api/jobs/(\d+)$")
 _JOB_ACTION = re.compile(r"^/api/jobs/(\d+)/(retry|delete)$")
-_QUEUE_ACTION = re.compile(r"^/api/queues/([^/]+)/(pause|resume)$")
+_QUEUE_ACTION = re.compile(r"^/api/queues/([^/]+)/(pause|resume|retry-dead|delete-dead)$")
 
 
 class Dashboard:
@@ -117,7 +117,11 @@ class Dashboard:
             return {"done": action, "id": str(job_id)}
         match = _QUEUE_ACTION.match(path)
         if match:
-            queue, action = match.group(1), match.group(2)
+            queue, action = unquote(match.group(1)), match.group(2)
+            if action in ("retry-dead", "delete-dead"):  # every dead job of the queue, at once
+                change = client.retry_jobs if action == "retry-dead" else client.delete_jobs
+                result = change(queues=[queue], statuses=["dead"])
+                return {"done": action, "queue": queue, "changed": len(result.changed)}
             info = client.pause(queue) if action == "pause" else client.resume(queue)
             return {"done": action, "queue": info.name, "paused": info.paused}
         raise NotFound(f"no such action: {path}")

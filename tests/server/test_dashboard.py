@@ -31,6 +31,7 @@ def browser() -> Iterator[object]:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(30)
+    driver.set_window_size(1280, 1000)  # the screenshots show a page as a laptop does
     yield driver
     driver.quit()
 
@@ -204,5 +205,77 @@ def test_on_two_shards_one_worker_is_one_row_limits_show_and_job_links_work(tmp_
                 rows = browser.find_elements(By.CSS_SELECTOR, "#workers-table tbody tr")
                 assert len(rows) == 1, [r.text for r in rows]
                 assert first in rows[0].text and second in rows[0].text
+    finally:
+        server.close()
+
+
+def _click(wait, locator) -> None:  # type: ignore[no-untyped-def]
+    """Click what `locator` finds, again if the page redrew it meanwhile (the queues page redraws
+    every 2 s, and an element found before a redraw is stale)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def attempt(browser) -> bool:  # type: ignore[no-untyped-def]
+        try:
+            browser.find_element(*locator).click()
+        except StaleElementReferenceException:
+            return False
+        return True
+
+    wait.until(attempt)
+
+
+def _screenshot(browser, tmp_path, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Each page as a person sees it, kept with the test run (PYQUEUE_SCREENSHOTS, else tmp_path)."""
+    from pathlib import Path
+
+    where = Path(os.environ.get("PYQUEUE_SCREENSHOTS") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(where / f"{name}.png"))
+
+
+def test_dead_jobs_are_retried_or_deleted_per_queue_and_a_failure_shows_its_backtrace(
+    tmp_path, browser
+) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server = ServerProcess(tmp_path / "data").start()
+    wait = WebDriverWait(browser, 30)
+    try:
+        with pyqueue.Client(server.address) as client:
+            for queue in ("mail", "junk"):
+                client.enqueue_many([{"type": "send", "queue": queue, "max_retries": 0}] * 2)
+                with client.take(queue, prefetch=2) as stream:
+                    for _ in range(2):
+                        job = stream.next(timeout=30)
+                        assert job is not None
+                        job.fail(
+                            "smtp refused", error_type="SMTPError", backtrace="Traceback: line 7 in send"
+                        )
+            base = f"http://{server.http_address}/"
+            browser.get(base)
+            retry = (By.CSS_SELECTOR, 'tr[data-queue="mail"] button[data-action="retry-dead"]')
+            wait.until(EC.presence_of_element_located(retry))
+            _screenshot(browser, tmp_path, "queues")
+            _click(wait, retry)
+            wait.until(EC.alert_is_present()).dismiss()  # asked first: dismissed, nothing changes
+            assert client.count_jobs(queue="mail", status="dead") == 2
+            _click(wait, retry)
+            wait.until(EC.alert_is_present()).accept()
+            wait.until(lambda _: client.count_jobs(queue="mail", status="ready") == 2)
+            _click(wait, (By.CSS_SELECTOR, 'tr[data-queue="junk"] button[data-action="delete-dead"]'))
+            wait.until(EC.alert_is_present()).accept()
+            wait.until(lambda _: client.count_jobs(queue="junk") == 0)
+
+            dead = next(iter(client.list_jobs(queues=["mail"])))
+            browser.get(f"{base}#/jobs/{dead.id}")
+            wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#errors details")))
+            browser.find_element(By.CSS_SELECTOR, "#errors details summary").click()
+            assert "line 7 in send" in browser.find_element(By.CSS_SELECTOR, "#errors pre.backtrace").text
+            _screenshot(browser, tmp_path, "job")
+            browser.get(f"{base}#/workers")
+            wait.until(EC.presence_of_element_located((By.ID, "workers-table")))
+            _screenshot(browser, tmp_path, "workers")
     finally:
         server.close()
