@@ -204,3 +204,8 @@ def check_store(data_dir: Path) -> "subprocess.CompletedProcess[str]":
 def serve_once(data_dir: Path, *args: str) -> "subprocess.CompletedProcess[str]":
     """A `pyqueue serve` expected to refuse to start (it would otherwise run until the timeout)."""
     return pyqueue_command("serve", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0", *args)
+
+
+def queue_on(topology, shard: int) -> str:  # type: ignore[no-untyped-def]
+    """A queue name that shard `shard` of `topology` owns."""
+    return next(f"q{i}" for i in range(1000) if topology.shard_of_queue(f"q{i}") == shard)

@@ -10,7 +10,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from harness import ServerProcess
+from harness import ServerProcess, queue_on
 
 import pyqueue
 
@@ -182,8 +182,7 @@ def test_on_two_shards_one_worker_is_one_row_limits_show_and_job_links_work(tmp_
         with pyqueue.Client(server.address) as client:
             topology = client.routes.topology
             assert topology is not None
-            first = next(f"q{i}" for i in range(100) if topology.shard_of_queue(f"q{i}") == 0)
-            second = next(f"q{i}" for i in range(100) if topology.shard_of_queue(f"q{i}") == 1)
+            first, second = queue_on(topology, 0), queue_on(topology, 1)
             client.set_queue_limit(first, max_running=5)
             job = client.enqueue("send", {"to": "ada@example.com"}, queue=second)
             base = f"http://{server.http_address}/"

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 from auth_files import write_auth_file
-from harness import ServerProcess
+from harness import ServerProcess, queue_on
 
 import pyqueue
 from pyqueue.v1 import queue_pb2 as pb
@@ -44,7 +44,7 @@ def test_a_refusal_by_one_shard_changes_no_shard(secured: tuple[ServerProcess, d
         topology = root.routes.topology
         assert topology is not None
         home = topology.shard_of_queue(ALLOWED)
-        forbidden = next(f"q{i}" for i in range(100) if topology.shard_of_queue(f"q{i}") != home)
+        forbidden = queue_on(topology, 1 - home)
     mixed = [{"type": "t", "queue": ALLOWED}, {"type": "t", "queue": forbidden}]
     with (
         pyqueue.Client(server.address, token=secrets["producer"]) as producer,

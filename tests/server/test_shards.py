@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from harness import ServerProcess, serve_once
+from harness import ServerProcess, queue_on, serve_once
 
 import pyqueue
 from pyqueue.cluster import Topology, shard_of_job
@@ -336,8 +336,7 @@ def test_unique_keys_hold_per_queue_on_every_shard(tmp_path: Path) -> None:
         with pyqueue.Client(server.address) as client:
             topology = client.routes.topology
             assert topology is not None
-            q0 = next(f"q{i}" for i in range(100) if topology.shard_of_queue(f"q{i}") == 0)
-            q1 = next(f"q{i}" for i in range(100) if topology.shard_of_queue(f"q{i}") == 1)
+            q0, q1 = queue_on(topology, 0), queue_on(topology, 1)
             first = {q: client.enqueue("t", queue=q, unique_key="order-42") for q in (q0, q1)}
             assert not any(j.duplicate for j in first.values())
             for q in (q0, q1):
