@@ -43,7 +43,10 @@ class DurableMarker:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-            await self.run_once()
+            try:
+                await self.run_once()
+            except OSError as exc:  # a disk that refuses now: the next start checks the last mark
+                log.warning("could not write the durable mark at the stop: %s", exc)
 
     async def run_once(self) -> bool:
         """Mark what is committed now, if it moved; whether a mark was written."""
