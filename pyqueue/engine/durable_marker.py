@@ -8,6 +8,7 @@ deleted right after a write could lose unnoticed; the cost is one sync and one s
 import asyncio
 import contextlib
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,11 @@ class DurableMarker:
         self.config = config
         self._task: asyncio.Task[None] | None = None
         self.marked: int | None = None
+        # One mark written at a time: a step cancelled by stop() goes on in its thread, and the
+        # last step of stop() must not write the same temporary file beside it (it did: the
+        # second replace found the file gone, and the server exited 1 at its stop).
+        self._writing = threading.Lock()
+        self._written: int | None = None  # the last mark written (under the lock)
 
     def start(self) -> None:
         if self._task is None:
@@ -53,10 +59,17 @@ class DurableMarker:
         latest = self._store.latest_sequence()
         if latest == self.marked:
             return False
-        await asyncio.to_thread(self._store.sync)
-        await asyncio.to_thread(write_mark, self._dir, latest)
+        await asyncio.to_thread(self._mark, latest)
         self.marked = latest
         return True
+
+    def _mark(self, latest: int) -> None:
+        with self._writing:
+            if self._written is not None and latest <= self._written:
+                return  # a later step got here first: the mark never goes back
+            self._store.sync()
+            write_mark(self._dir, latest)
+            self._written = latest
 
     async def _run(self) -> None:
         while True:

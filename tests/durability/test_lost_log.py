@@ -82,7 +82,7 @@ def test_a_backup_taken_while_serving_restores_every_acknowledged_job(tmp_path: 
             relative = _pyqueue("--address", server.address, "backup", "")
             assert relative.returncode != 0
             client.enqueue("after", queue="q0")  # not in the backup
-        assert server.stop() == 0
+        assert server.stop() == 0, "".join(server.lines[-40:])
     finally:
         server.close()
     for lost in (tmp_path / "data").iterdir():  # the disk is replaced: an empty data dir
