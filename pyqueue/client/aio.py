@@ -25,6 +25,7 @@ from pyqueue.client.client import (
     result_of,
 )
 from pyqueue.client.enqueue_stream import AsyncStreamedEnqueues
+from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
@@ -295,6 +296,11 @@ class AsyncClient:
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from None
         return list(answer.sequences)
+
+    async def history(self) -> History:
+        """The last hour of every queue in fixed steps (events and waits), as the dashboard charts
+        it. Kept in the server's memory: it starts empty when the server starts."""
+        return History.from_pb(await self._call(self._stub.History, pb.HistoryRequest()))
 
     async def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""

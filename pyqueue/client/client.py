@@ -16,6 +16,7 @@ from pyqueue import defaults, tracing
 from pyqueue.client import codec
 from pyqueue.client.batching import Batcher
 from pyqueue.client.enqueue_stream import StreamedEnqueues
+from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
@@ -546,6 +547,11 @@ class Client:
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
         return list(answer.sequences)
+
+    def history(self) -> History:
+        """The last hour of every queue in fixed steps (events and waits), as the dashboard charts
+        it. Kept in the server's memory: it starts empty when the server starts."""
+        return History.from_pb(self._call(self._stub.History, pb.HistoryRequest()))
 
     def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""

@@ -28,6 +28,7 @@ from pyqueue.engine.disk import DiskGuard
 from pyqueue.engine.dispatcher import Dispatcher
 from pyqueue.engine.durable_marker import DurableMarker
 from pyqueue.engine.errors import EngineError, InvalidArgument, NotFound
+from pyqueue.engine.history import History
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.limits import DEFAULT_PRIORITY, DEFAULT_QUEUE, Limits
 from pyqueue.engine.memory import Memory
@@ -50,7 +51,7 @@ from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.engine.reaper import Reaper
 from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.scheduler import Scheduler
-from pyqueue.engine.telemetry import Telemetry
+from pyqueue.engine.telemetry import WAIT_SECONDS, Telemetry
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
 from pyqueue.store.records import ENDED, JobRecord, Status
@@ -97,7 +98,7 @@ class Engine:
         self.delivering = False  # every lane's head is loaded: claims may start (rebuild.py)
         self.rebuilt = False
         self.stats: Counter[str] = Counter()
-        self.telemetry = Telemetry()
+        self.telemetry = Telemetry(History(WAIT_SECONDS, clock=lambda: clock() / 1000))
         self.services: list[AlarmClock] = [
             Scheduler(self.memory.scheduled, self.promote, clock, config.alarms),
             Reaper(self.memory.deadlines, self.time_out, clock, config.alarms),

@@ -12,6 +12,8 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
+from pyqueue.engine.history import History
+
 # Seconds: from 0.5 ms (a buffered commit) to a minute (a queue that waited).
 SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 WAIT_SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -49,7 +51,8 @@ class Histogram:
 
 
 class Telemetry:
-    def __init__(self) -> None:
+    def __init__(self, history: History | None = None) -> None:
+        self.history = history or History(WAIT_SECONDS)  # the last hour, in steps, for the dashboard's charts
         self.events: Counter[tuple[str, str]] = Counter()  # (event, queue) -> count
         self.enqueue_seconds = Histogram(SECONDS)
         self.fsync_seconds = Histogram(SECONDS)
@@ -66,6 +69,8 @@ class Telemetry:
         if events:
             with self._lock:
                 self.events.update(events)
+        if events or waits:
+            self.history.record(events, waits)
         for queue, seconds in waits.items():
             histogram = self.job_wait_seconds.get(queue)
             if histogram is None:

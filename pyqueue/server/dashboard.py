@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from pyqueue.client import Client
+from pyqueue.client.history import History, QueueHistory
 from pyqueue.client.steering import per_process
 from pyqueue.errors import InvalidArgument, NotFound, PermissionDenied, PyQueueError, Unauthenticated
 from pyqueue.server.http_answers import StartResponse, answer, error_answer, json_answer
@@ -85,6 +86,8 @@ class Dashboard:
         client = self.client
         if path == "/api/queues":
             return self._queues()
+        if path == "/api/history":
+            return _history(client.history(), (query.get("queue") or [""])[0])
         if path == "/api/workers":
             return [{**w.to_dict(), "queues": list(w.queues)} for w in per_process(client.workers())]
         if path == "/api/jobs":
@@ -155,6 +158,39 @@ class Dashboard:
             }
             for q in client.queues()
         ]
+
+
+def _history(history: History, queue: str) -> dict[str, Any]:
+    """One queue's hour (every queue's, added up, when `queue` is empty) as the charts draw it:
+    events per second and the wait's p50 and p99 per step, in seconds."""
+    if queue and queue not in history.queues:
+        series = QueueHistory([], [], [], [], [])  # nothing happened on it this hour
+    else:
+        series = history.queues[queue] if queue else history.total()
+    steps = len(series.enqueued) or 360
+    per_second = history.step_seconds or 1
+    rate = {
+        name: [n / per_second for n in getattr(series, name)] or [0.0] * steps
+        for name in ("enqueued", "completed", "failed", "dead")
+    }
+    waits = {
+        f"wait_p{round(p * 100)}": [_finite(v) for v in series.wait_percentile(p, history.wait_bounds)]
+        or [None] * steps
+        for p in (0.5, 0.99)
+    }
+    return {
+        "step_seconds": history.step_seconds,
+        "start": (history.last_step - steps + 1) * history.step_seconds,
+        "queue": queue,
+        "queues": sorted(history.queues),
+        **rate,
+        **waits,
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    """A wait past the last bound is drawn at that bound's double (JSON has no infinity)."""
+    return None if value is None else value if value != float("inf") else 7200.0
 
 
 def _job(job: Any) -> dict[str, Any]:

@@ -114,7 +114,7 @@ class Guard:
             queue = self.cron_queue(request.name)
             if queue is not None:
                 who.require("admin", [queue])
-        elif method == "Metrics":
+        elif method in ("Metrics", "History"):
             who.require_everywhere("read", "the server's metrics span")
         elif method == "Backup":
             who.require_everywhere("admin", "a backup copies")

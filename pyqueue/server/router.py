@@ -20,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pyqueue.cluster import Topology, shard_of_job
 from pyqueue.engine.errors import EngineError
 from pyqueue.engine.limits import Limits
-from pyqueue.server import backup, metrics
+from pyqueue.server import backup, history, metrics
 from pyqueue.server.auth import METADATA_KEY
 from pyqueue.server.convert import enqueue_refusal
 from pyqueue.server.fan_out import take_across
@@ -366,6 +366,19 @@ class Router(pb_grpc.QueueServicer):
             return pb.MetricsResponse(text=(await self.metrics_text(forwarded(context))).decode())
         except grpc.aio.AioRpcError as exc:  # a shard's refusal (a token's rights) is the answer
             await context.abort(exc.code(), exc.details() or "")
+
+    @answered
+    async def History(self, request: pb.HistoryRequest, context: Context) -> pb.HistoryResponse:
+        try:
+            answers = await asyncio.gather(
+                *(
+                    stub.History(request, timeout=10, metadata=forwarded(context))
+                    for stub in self.stubs[: self.topology.shards]
+                )
+            )
+        except grpc.aio.AioRpcError as exc:  # a shard's refusal (a token's rights) is the answer
+            await context.abort(exc.code(), exc.details() or "")
+        return history.merge(answers)
 
     async def metrics_text(self, metadata: Sequence[tuple[str, str | bytes]] = ()) -> bytes:
         """Every shard's metrics, added up into the server's one view (`metadata`: the caller's token)."""

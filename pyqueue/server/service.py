@@ -10,7 +10,7 @@ from pyqueue.cluster.metadata import MetadataError, read_json
 from pyqueue.engine import Engine, EngineError, FailedPrecondition
 from pyqueue.engine.model import NewJob
 from pyqueue.engine.queue_limits import QueueLimit
-from pyqueue.server import backup, metrics
+from pyqueue.server import backup, history, metrics
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import (
     change_response,
@@ -301,6 +301,10 @@ class QueueService(pb_grpc.QueueServicer):
     @answered
     async def Metrics(self, request: pb.MetricsRequest, context: Context) -> pb.MetricsResponse:
         return pb.MetricsResponse(text=(await self.metrics_text()).decode())
+
+    @answered
+    async def History(self, request: pb.HistoryRequest, context: Context) -> pb.HistoryResponse:
+        return history.shard_history(self.engine.telemetry.history)
 
     async def metrics_text(self, metadata: object = ()) -> bytes:
         """This server's metrics (`metadata`, the caller's token, is checked before: see http.py)."""

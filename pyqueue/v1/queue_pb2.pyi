@@ -1463,6 +1463,103 @@ class MetricsResponse(_message.Message):
 Global___MetricsResponse: _TypeAlias = MetricsResponse  # noqa: Y015
 
 @_typing.final
+class HistoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HistoryRequest: _TypeAlias = HistoryRequest  # noqa: Y015
+
+@_typing.final
+class HistoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEP_SECONDS_FIELD_NUMBER: _builtins.int
+    LAST_STEP_FIELD_NUMBER: _builtins.int
+    WAIT_BOUNDS_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
+    step_seconds: _builtins.int
+    last_step: _builtins.int
+    """The last step: the one under way (partial), numbered as unix seconds // step_seconds."""
+    @_builtins.property
+    def wait_bounds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """The upper bounds, in seconds, of the wait buckets counted in QueueHistory.waits."""
+
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueHistory]:
+        """Queues with something in the window (a queue idle for the whole hour is left out)."""
+
+    def __init__(
+        self,
+        *,
+        step_seconds: _builtins.int = ...,
+        last_step: _builtins.int = ...,
+        wait_bounds: _abc.Iterable[_builtins.float] | None = ...,
+        queues: _abc.Iterable[Global___QueueHistory] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_step", b"last_step", "queues", b"queues", "step_seconds", b"step_seconds", "wait_bounds", b"wait_bounds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HistoryResponse: _TypeAlias = HistoryResponse  # noqa: Y015
+
+@_typing.final
+class QueueHistory(_message.Message):
+    """One queue's steps, oldest first, each list as long as the window."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    ENQUEUED_FIELD_NUMBER: _builtins.int
+    COMPLETED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    DEAD_FIELD_NUMBER: _builtins.int
+    WAITS_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    @_builtins.property
+    def enqueued(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def completed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def failed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Failed attempts (retried or not), and jobs that went dead."""
+
+    @_builtins.property
+    def dead(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def waits(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """How long jobs waited ready before a worker took them: per step, one count per wait bound and
+        one past the last (len(wait_bounds) + 1 counts a step, step after step).
+        """
+
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        enqueued: _abc.Iterable[_builtins.int] | None = ...,
+        completed: _abc.Iterable[_builtins.int] | None = ...,
+        failed: _abc.Iterable[_builtins.int] | None = ...,
+        dead: _abc.Iterable[_builtins.int] | None = ...,
+        waits: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "dead", b"dead", "enqueued", b"enqueued", "failed", b"failed", "queue", b"queue", "waits", b"waits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueHistory: _TypeAlias = QueueHistory  # noqa: Y015
+
+@_typing.final
 class WorkerStream(_message.Message):
     """One connected Take stream."""
 

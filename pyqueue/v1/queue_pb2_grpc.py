@@ -89,6 +89,11 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.MetricsRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.MetricsResponse.FromString,
                 _registered_method=True)
+        self.History = channel.unary_unary(
+                '/pyqueue.v1.Queue/History',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.HistoryRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.HistoryResponse.FromString,
+                _registered_method=True)
         self.SetCron = channel.unary_unary(
                 '/pyqueue.v1.Queue/SetCron',
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.SetCronRequest.SerializeToString,
@@ -231,6 +236,14 @@ class QueueServicer:
 
     def Metrics(self, request, context):
         """The server's Prometheus metrics in the text exposition format (what /metrics serves).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def History(self, request, context):
+        """The last hour of each queue in fixed steps (what the dashboard charts), kept in memory: it
+        starts empty when the server starts. Needs the read right on every queue, as Metrics does.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -384,6 +397,11 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.Metrics,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.MetricsRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.MetricsResponse.SerializeToString,
+            ),
+            'History': grpc.unary_unary_rpc_method_handler(
+                    servicer.History,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.HistoryRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.HistoryResponse.SerializeToString,
             ),
             'SetCron': grpc.unary_unary_rpc_method_handler(
                     servicer.SetCron,
@@ -743,6 +761,33 @@ class Queue:
             '/pyqueue.v1.Queue/Metrics',
             pyqueue_dot_v1_dot_queue__pb2.MetricsRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.MetricsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def History(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/History',
+            pyqueue_dot_v1_dot_queue__pb2.HistoryRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.HistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -62,6 +62,10 @@ class QueueStub:
     """Every connected worker stream (on every shard, through the public address), oldest first."""
     Metrics: _grpc.UnaryUnaryMultiCallable[_queue_pb2.MetricsRequest, _queue_pb2.MetricsResponse]
     """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
+    History: _grpc.UnaryUnaryMultiCallable[_queue_pb2.HistoryRequest, _queue_pb2.HistoryResponse]
+    """The last hour of each queue in fixed steps (what the dashboard charts), kept in memory: it
+    starts empty when the server starts. Needs the read right on every queue, as Metrics does.
+    """
     SetCron: _grpc.UnaryUnaryMultiCallable[_queue_pb2.SetCronRequest, _queue_pb2.ListCronResponse]
     """Periodic jobs kept by the server. SetCron upserts entries as declared (idempotent): schedule,
     timezone and job change; whether an entry is paused, and its last tick, stay.
@@ -133,6 +137,10 @@ class QueueAsyncStub(QueueStub):
     """Every connected worker stream (on every shard, through the public address), oldest first."""
     Metrics: _aio.UnaryUnaryMultiCallable[_queue_pb2.MetricsRequest, _queue_pb2.MetricsResponse]  # type: ignore[assignment]
     """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
+    History: _aio.UnaryUnaryMultiCallable[_queue_pb2.HistoryRequest, _queue_pb2.HistoryResponse]  # type: ignore[assignment]
+    """The last hour of each queue in fixed steps (what the dashboard charts), kept in memory: it
+    starts empty when the server starts. Needs the read right on every queue, as Metrics does.
+    """
     SetCron: _aio.UnaryUnaryMultiCallable[_queue_pb2.SetCronRequest, _queue_pb2.ListCronResponse]  # type: ignore[assignment]
     """Periodic jobs kept by the server. SetCron upserts entries as declared (idempotent): schedule,
     timezone and job change; whether an entry is paused, and its last tick, stay.
@@ -267,6 +275,16 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.MetricsResponse, _abc.Awaitable[_queue_pb2.MetricsResponse]]:
         """The server's Prometheus metrics in the text exposition format (what /metrics serves)."""
+
+    @_abc_1.abstractmethod
+    def History(
+        self,
+        request: _queue_pb2.HistoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.HistoryResponse, _abc.Awaitable[_queue_pb2.HistoryResponse]]:
+        """The last hour of each queue in fixed steps (what the dashboard charts), kept in memory: it
+        starts empty when the server starts. Needs the read right on every queue, as Metrics does.
+        """
 
     @_abc_1.abstractmethod
     def SetCron(

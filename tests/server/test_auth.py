@@ -114,6 +114,7 @@ def test_listings_show_what_the_token_may_read_and_metrics_need_read_everywhere(
         for queue in QUEUES:
             root.enqueue("t", queue=queue)
         assert "pyqueue_" in root.metrics()
+        assert set(QUEUES) <= set(root.history().queues)
         root.set_cron(
             [
                 {"name": f"nightly-{q}", "schedule": "0 0 1 1 *", "job": {"type": "t", "queue": q}}
@@ -130,6 +131,8 @@ def test_listings_show_what_the_token_may_read_and_metrics_need_read_everywhere(
             assert reader.workers() == [], "a worker of a queue the token may not read is not shown"
         with pytest.raises(pyqueue.PermissionDenied, match=r"read right on every queue"):
             reader.metrics()
+        with pytest.raises(pyqueue.PermissionDenied, match=r"read right on every queue"):
+            reader.history()  # every queue's hour: the dashboard's charts ask as /metrics does
         with pytest.raises(pyqueue.PermissionDenied):
             reader.count_jobs()  # no queue named: every queue
     with pyqueue.Client(server.address, token=secrets["producer"]) as producer:

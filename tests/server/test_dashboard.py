@@ -278,3 +278,57 @@ def test_dead_jobs_are_retried_or_deleted_per_queue_and_a_failure_shows_its_back
             _screenshot(browser, tmp_path, "workers")
     finally:
         server.close()
+
+
+def test_the_queues_page_charts_the_last_hour_per_queue_and_in_total_across_shards(tmp_path, browser) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    server = ServerProcess(tmp_path / "data", "--shards", "2").start()
+    wait = WebDriverWait(browser, 30)
+    try:
+        with pyqueue.Client(server.address) as client:
+            topology = client.routes.topology
+            assert topology is not None
+            first, second = queue_on(topology, 0), queue_on(topology, 1)
+            client.enqueue_many([{"type": "send", "queue": first, "max_retries": 0}] * 6)
+            client.enqueue_many([{"type": "send", "queue": second}] * 4)
+            with client.take(first, prefetch=6) as stream:
+                for i in range(6):
+                    job = stream.next(timeout=30)
+                    assert job is not None
+                    job.ack() if i < 4 else job.fail("refused")
+
+            history = client.history()  # the public API the charts read
+            assert sum(history.queues[first].enqueued) == 6 and sum(history.queues[second].enqueued) == 4
+            assert sum(history.queues[first].completed) == 4 and sum(history.queues[first].dead) == 2
+            assert sum(history.total().enqueued) == 10
+            assert sum(sum(step) for step in history.queues[first].waits) == 6  # one wait per take
+            assert len(history.total().enqueued) == 360 and history.step_seconds == 10
+
+            base = f"http://{server.http_address}/"
+            with urllib.request.urlopen(f"{base}api/history?queue={first}", timeout=30) as answer:
+                api = json.load(answer)
+            assert round(sum(api["completed"]) * api["step_seconds"]) == 4
+            assert any(p is not None for p in api["wait_p99"])
+
+            browser.get(base)
+            drawn = (By.CSS_SELECTOR, '#chart-throughput path[data-series="enqueued"]')
+            wait.until(lambda b: b.find_element(*drawn).get_attribute("d"))
+            assert {first, second} <= {
+                o.get_attribute("value")
+                for o in browser.find_elements(By.CSS_SELECTOR, "#chart-queue option")
+            }
+            _screenshot(browser, tmp_path, "queues-charts")
+            Select(browser.find_element(By.ID, "chart-queue")).select_by_value(second)
+            wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "#chart-throughput h3"), second))
+            # No job of the second queue was taken: its wait chart has no line, its enqueues do.
+            assert not browser.find_element(
+                By.CSS_SELECTOR, '#chart-latency path[data-series="p99"]'
+            ).get_attribute("d")
+            assert browser.find_element(
+                By.CSS_SELECTOR, '#chart-throughput path[data-series="enqueued"]'
+            ).get_attribute("d")
+    finally:
+        server.close()
