@@ -134,6 +134,11 @@ def salvage_wal(log: bytes) -> tuple[bytes, int, int]:
     """A damaged RocksDB write-ahead log with every damaged span dropped (native/src/wal.rs): (the
     new log, logical records kept, damaged spans dropped). Releases the GIL."""
 
+def encode_refusals(ids: list[int], code: str, message: str) -> bytes:
+    """The `rejected` entries (field 2) of an AckResult or FailResult, one per id, each with
+    `code` and `message` (native/src/refusals.rs): merged into an answer with MergeFromString,
+    so refusing 10,000 ids builds no Python object per id. Releases the GIL."""
+
 def encode_push(views: list[Any], ack_result: bytes) -> bytes:
     """A push's bytes (native/src/push.rs): a TakeResponse whose JobBatch holds each JobView of
     `views` (plain jobs only: no unique key, no options, no result; pyqueue.server.convert sends

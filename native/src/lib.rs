@@ -10,6 +10,7 @@ pub mod limits;
 pub mod push;
 pub mod ready;
 pub mod record;
+pub mod refusals;
 pub mod timers;
 pub mod token;
 pub mod wal;

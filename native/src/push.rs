@@ -11,7 +11,7 @@ const IN_FLIGHT: u8 = 3;
 const VARINT: u32 = 0;
 const LEN: u32 = 2;
 
-fn varint(out: &mut Vec<u8>, mut value: u64) {
+pub(crate) fn varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
         value >>= 7;
@@ -19,19 +19,19 @@ fn varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-fn tag(out: &mut Vec<u8>, field: u32, wire: u32) {
+pub(crate) fn tag(out: &mut Vec<u8>, field: u32, wire: u32) {
     varint(out, u64::from((field << 3) | wire));
 }
 
 /// A proto3 scalar: nothing when it is 0 (the default), as protobuf's own encoder does.
-fn int(out: &mut Vec<u8>, field: u32, value: i64) {
+pub(crate) fn int(out: &mut Vec<u8>, field: u32, value: i64) {
     if value != 0 {
         tag(out, field, VARINT);
         varint(out, value as u64); // negative int32 and int64 take ten bytes, sign-extended
     }
 }
 
-fn bytes(out: &mut Vec<u8>, field: u32, value: &[u8]) {
+pub(crate) fn bytes(out: &mut Vec<u8>, field: u32, value: &[u8]) {
     if !value.is_empty() {
         tag(out, field, LEN);
         varint(out, value.len() as u64);

@@ -578,6 +578,19 @@ fn encode_push<'py>(
     Ok(PyBytes::new(py, &push::take_response(&jobs, ack_result)))
 }
 
+/// The `rejected` entries of an AckResult or FailResult, one per id, all with `code` and
+/// `message` (native/src/refusals.rs). Releases the GIL while it writes.
+#[pyfunction]
+fn encode_refusals<'py>(
+    py: Python<'py>,
+    ids: Vec<u64>,
+    code: &str,
+    message: &str,
+) -> Bound<'py, PyBytes> {
+    let out = py.detach(|| crate::refusals::encode(&ids, code, message));
+    PyBytes::new(py, &out)
+}
+
 /// Decode a record into the JobRecord constructor's arguments, in its field order:
 /// (job_id, status, queue, type, priority, created_ms, updated_ms, attempts, max_retries, lost,
 /// errors, lease, timeout_ms, run_at_ms, expires_ms, content_type, unique_key, options,
@@ -641,6 +654,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(save_entries, m)?)?;
     m.add_function(wrap_pyfunction!(delete_keys, m)?)?;
     m.add_function(wrap_pyfunction!(encode_push, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_refusals, m)?)?;
     m.add_function(wrap_pyfunction!(salvage_wal, m)?)?;
     m.add("CoalescerClosed", m.py().get_type::<CoalescerClosed>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

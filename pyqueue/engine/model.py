@@ -139,6 +139,13 @@ class Outcome:
     done: list[tuple[int, int]]  # (job id, status after)
     rejected: list[Rejection]
     finished: list[int] = field(default_factory=list)  # attempts the answer ended (done or not)
+    # Ids refused because the stream does not hold them, all for the one reason NOT_HELD: kept as
+    # ids, not Rejections, so that a flood of them costs no Python object per id.
+    stray: list[int] = field(default_factory=list)
+
+
+# Short, as it is sent once per id: answered already, timed out, or never delivered here.
+NOT_HELD = ("FAILED_PRECONDITION", "not in flight on this stream")
 
 
 class Ending(enum.IntEnum):

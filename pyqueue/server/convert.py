@@ -4,10 +4,18 @@ from collections.abc import Callable
 
 import grpc
 
-from pyqueue._native import encode_push
+from pyqueue._native import encode_push, encode_refusals
 from pyqueue.engine.cron_entry import CronEntry
 from pyqueue.engine.errors import InvalidArgument
-from pyqueue.engine.model import RESULT_NOT_KEPT, Changes, ErrorEntry, JobView, Outcome, shown_unique_key
+from pyqueue.engine.model import (
+    NOT_HELD,
+    RESULT_NOT_KEPT,
+    Changes,
+    ErrorEntry,
+    JobView,
+    Outcome,
+    shown_unique_key,
+)
 from pyqueue.engine.query import Bounds, JobFilter
 from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.engine.retry import JobOptions
@@ -84,24 +92,33 @@ def error_to_pb(entry: ErrorEntry) -> pb.JobError:
 
 
 def ack_result(outcome: Outcome) -> pb.TakeResponse:
-    return pb.TakeResponse(
-        ack_result=pb.AckResult(
-            acked=[job_id for job_id, _ in outcome.done],
-            rejected=[pb.Rejection(id=r.job_id, code=r.code, message=r.message) for r in outcome.rejected],
-        )
+    response = pb.TakeResponse()  # filled in place: passing an answer to it would copy it whole
+    answer = response.ack_result
+    answer.acked.extend(job_id for job_id, _ in outcome.done)
+    answer.rejected.extend(
+        pb.Rejection(id=r.job_id, code=r.code, message=r.message) for r in outcome.rejected
     )
+    _add_stray(answer, outcome)
+    return response
+
+
+def _add_stray(answer: pb.AckResult | pb.FailResult, outcome: Outcome) -> None:
+    """The ids the stream does not hold, refused in bulk: bytes merged in, no object per id."""
+    if outcome.stray:
+        answer.MergeFromString(encode_refusals(outcome.stray, *NOT_HELD))
 
 
 def fail_result(outcome: Outcome) -> pb.TakeResponse:
-    return pb.TakeResponse(
-        fail_result=pb.FailResult(
-            failed=[
-                pb.FailOutcome(id=job_id, status=pb.JobStatus.ValueType(status))
-                for job_id, status in outcome.done
-            ],
-            rejected=[pb.Rejection(id=r.job_id, code=r.code, message=r.message) for r in outcome.rejected],
-        )
+    response = pb.TakeResponse()
+    answer = response.fail_result
+    answer.failed.extend(
+        pb.FailOutcome(id=job_id, status=pb.JobStatus.ValueType(status)) for job_id, status in outcome.done
     )
+    answer.rejected.extend(
+        pb.Rejection(id=r.job_id, code=r.code, message=r.message) for r in outcome.rejected
+    )
+    _add_stray(answer, outcome)
+    return response
 
 
 def _bounds(message: pb.Range) -> Bounds:

@@ -24,7 +24,7 @@ from pyqueue.server.convert import (
 )
 from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.status import AnsweringStream, Context, abort, answer_each, answered
-from pyqueue.server.take import TakeStream
+from pyqueue.server.take import StrayPacer, TakeStream
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -35,6 +35,7 @@ class QueueService(pb_grpc.QueueServicer):
         self.config = config
         self.streams: set[TakeStream] = set()
         self._streams_of: Counter[str] = Counter()  # client connection -> its open worker streams
+        self._pacers: dict[str, StrayPacer] = {}  # client connection -> its streams' stray pacing
         self.enqueue_streams: set[AnsweringStream] = set()
         self.address = config.listen  # the bound address, set once listening
 
@@ -252,7 +253,8 @@ class QueueService(pb_grpc.QueueServicer):
                 f"this connection holds {share} worker streams, the most one may "
                 "(--max-streams-per-connection); close some, or open another connection",
             )
-        stream = TakeStream(self.engine, context, self.config.heartbeat_s, self._check_owner)
+        pacer = self._pacers.setdefault(client, StrayPacer())
+        stream = TakeStream(self.engine, context, self.config.heartbeat_s, self._check_owner, pacer)
         self.streams.add(stream)
         self._streams_of[client] += 1
         try:
@@ -262,6 +264,7 @@ class QueueService(pb_grpc.QueueServicer):
             self._streams_of[client] -= 1
             if not self._streams_of[client]:
                 del self._streams_of[client]
+                del self._pacers[client]
 
     @answered
     async def ListWorkers(self, request: pb.ListWorkersRequest, context: Context) -> pb.ListWorkersResponse:

@@ -49,3 +49,43 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise AssertionError("no VmRSS")
+
+
+def test_ids_a_stream_does_not_hold_are_each_refused_and_the_rest_answered(server: ServerProcess) -> None:
+    import pyqueue
+
+    with pyqueue.Client(server.address) as client:
+        client.enqueue_many([{"type": "t", "queue": "q"}] * 2)
+    channel = grpc.insecure_channel(server.address)
+    sent: list[pb.TakeRequest] = [pb.TakeRequest(subscribe=pb.Subscribe(queues=["q"], prefetch=8))]
+    ready = threading.Event()
+
+    def requests():  # type: ignore[no-untyped-def]
+        yield sent[0]
+        ready.wait(30)
+        yield from sent[1:]
+
+    answers = pb_grpc.QueueStub(channel).Take(requests(), timeout=60)
+    jobs: list[pb.Job] = []
+    while len(jobs) < 2:
+        jobs += next(answers).jobs.jobs  # a heartbeat has none
+    first, second = jobs[:2]
+    strays = [1, 2, 3]
+    sent.append(pb.TakeRequest(ack=pb.Ack(ids=[first.id, *strays, first.id], leases=[first.lease] * 5)))
+    sent.append(
+        pb.TakeRequest(
+            fail=pb.Fail(failures=[pb.Failure(id=i, lease=second.lease, message="x") for i in [7, second.id]])
+        )
+    )
+    ready.set()
+    ack = next(m for m in answers if m.HasField("ack_result")).ack_result
+    assert list(ack.acked) == [first.id]
+    assert sorted(r.id for r in ack.rejected) == sorted([*strays, first.id])  # a repeat is refused
+    assert {(r.code, r.message) for r in ack.rejected} == {
+        ("FAILED_PRECONDITION", "not in flight on this stream")
+    }
+    fail = next(m for m in answers if m.HasField("fail_result")).fail_result
+    assert [f.id for f in fail.failed] == [second.id]
+    assert [(r.id, r.code) for r in fail.rejected] == [(7, "FAILED_PRECONDITION")]
+    answers.cancel()
+    channel.close()
