@@ -14,6 +14,7 @@ Python job function's payload is {"args": [...], "kwargs": {...}}. Ids are strin
 import json
 import math
 import re
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -89,13 +90,16 @@ class JobsApi:
             )
         try:
             raw = read_body(environ["wsgi.input"], environ.get("CONTENT_LENGTH"), self.limits)
-        except InvalidArgument as exc:
+        except InvalidArgument as exc:  # a bad or lying Content-Length, a body that trickles
+            time.sleep(self.limits.refusal_pause_s)
             raise BadRequest(str(exc)) from None
         except ResourceExhausted as exc:
+            time.sleep(self.limits.refusal_pause_s)
             raise PyQueueResourceExhausted(str(exc)) from None
         try:
             body = parse_jobs(raw or b"null", self.limits.max_jobs)
         except ResourceExhausted as exc:
+            time.sleep(self.limits.refusal_pause_s)
             raise PyQueueResourceExhausted(str(exc)) from None
         except RecursionError:
             raise BadRequest("the body is JSON nested too deeply") from None
