@@ -13,6 +13,7 @@ import pytest
 from harness import ServerProcess
 
 import pyqueue
+from pyqueue.server.http_limits import HttpLimits
 
 
 def _request(http: str, head: str, body: bytes = b"", timeout: float = 30) -> tuple[int, dict]:  # type: ignore[type-arg]
@@ -45,8 +46,11 @@ def bounded(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def test_bodies_are_bounded_before_and_while_they_are_read(bounded: ServerProcess) -> None:
     http = bounded.http_address
+    started = time.monotonic()
     status, answer = _request(http, _post(-1))
     assert (status, answer["code"]) == (400, "INVALID_ARGUMENT") and "negative" in answer["error"]
+    # Answered after the refusal pause: a client sending refused bodies back to back is paced.
+    assert time.monotonic() - started >= HttpLimits().refusal_pause_s
     started = time.monotonic()
     status, answer = _request(http, _post(100 << 20))  # claims 100 MiB, sends nothing
     assert (status, answer["code"]) == (413, "RESOURCE_EXHAUSTED") and "--max-http-body-bytes" in answer[
