@@ -46,7 +46,7 @@ Post = Callable[[Callable[[], None]], object]
 """Runs a completion where callers wait (the server passes loop.call_soon_threadsafe)."""
 
 
-class Request(Protocol):
+class CommitRequest(Protocol):
     needs_sync: bool
     error: BaseException | None
 
@@ -87,7 +87,7 @@ class Committer:
         self._post_here = post_here
         self._here: int | None = None  # the thread that may commit inline (the loop's)
         self._writing = threading.Lock()  # held by whoever applies and writes a batch
-        self._gathered: list[Request] = []  # submitted on the loop this turn, to commit inline
+        self._gathered: list[CommitRequest] = []  # submitted on the loop this turn, to commit inline
         self._broken = False
         self._on_fatal = on_fatal
         self._max_batch = max_batch
@@ -110,7 +110,7 @@ class Committer:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, request: Request) -> None:
+    def submit(self, request: CommitRequest) -> None:
         if self._here == threading.get_ident() and not self._broken:
             if self._gathered:
                 self._gathered.append(request)
@@ -122,7 +122,7 @@ class Committer:
                 return
         self._push(request)
 
-    def _push(self, request: Request) -> None:
+    def _push(self, request: CommitRequest) -> None:
         try:
             self._inbox.push(request)
         except Exception as exc:
@@ -191,7 +191,7 @@ class Committer:
                 self._on_fatal(exc)
                 return
 
-    def commit(self, requests: list[Request], post: Post) -> None:
+    def commit(self, requests: list[CommitRequest], post: Post) -> None:
         """Apply, write, then hand each request on to be answered (by `post` at once, or by the
         syncer after a sync)."""
         while True:
@@ -223,7 +223,9 @@ class Committer:
         if waiting:
             self._syncing.push(waiting)
 
-    def _apply(self, view: BatchView, requests: list[Request], post: Post) -> list[Request] | None:
+    def _apply(
+        self, view: BatchView, requests: list[CommitRequest], post: Post
+    ) -> list[CommitRequest] | None:
         """Apply every request to the view; None once all are in it.
 
         An unexpected failure (a bug, a damaged block read) drops the view unwritten and forgets
@@ -275,7 +277,7 @@ class Committer:
             self._post(functools.partial(_complete_all, requests))
 
 
-def _complete_all(requests: list[Request]) -> None:
+def _complete_all(requests: list[CommitRequest]) -> None:
     for request in requests:
         try:
             request.complete()

@@ -28,7 +28,7 @@ from pyqueue.engine.disk import DiskGuard
 from pyqueue.engine.dispatcher import Dispatcher
 from pyqueue.engine.durable_marker import DurableMarker
 from pyqueue.engine.errors import EngineError, InvalidArgument, NotFound
-from pyqueue.engine.history import History
+from pyqueue.engine.history import StepCounts
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.limits import DEFAULT_PRIORITY, DEFAULT_QUEUE, Limits
 from pyqueue.engine.memory import Memory
@@ -98,7 +98,7 @@ class Engine:
         self.delivering = False  # every lane's head is loaded: claims may start (rebuild.py)
         self.rebuilt = False
         self.stats: Counter[str] = Counter()
-        self.telemetry = Telemetry(History(WAIT_SECONDS, clock=lambda: clock() / 1000))
+        self.telemetry = Telemetry(StepCounts(WAIT_SECONDS, clock=lambda: clock() / 1000))
         self.services: list[AlarmClock] = [
             Scheduler(self.memory.scheduled, self.promote, clock, config.alarms),
             Reaper(self.memory.deadlines, self.time_out, clock, config.alarms),
@@ -172,7 +172,7 @@ class Engine:
             loop.call_soon_threadsafe(self.dispatcher.announce, (queue,))
 
         try:
-            taken: rebuild.Snapshot = await self._submit(requests.Snapshot(self.memory))
+            taken: rebuild.Snapshot = await self._submit(requests.OpenSnapshot(self.memory))
             loading = await asyncio.to_thread(rebuild.load_heads, self.store, self.memory)
             self.delivering = True
             self.dispatcher.wake_all()

@@ -28,14 +28,14 @@ class Step:
 
 
 @dataclass(frozen=True)
-class QueueHistory:
+class QueueSteps:
     """One queue's steps, oldest first, each list `steps` long; `waits` holds a row per step."""
 
     events: dict[str, list[int]]
     waits: list[list[int]]
 
 
-class History:
+class StepCounts:
     def __init__(
         self,
         wait_bounds: tuple[float, ...],
@@ -77,11 +77,11 @@ class History:
     def _empty(self) -> Step:
         return Step([0] * len(HISTORY_EVENTS), [0] * (len(self.wait_bounds) + 1))
 
-    def read(self) -> tuple[int, dict[str, QueueHistory]]:
+    def read(self) -> tuple[int, dict[str, QueueSteps]]:
         """(the current step, each queue with something in the window), the window ending at it."""
         now = self.current_step()
         first = now - self.steps + 1
-        out: dict[str, QueueHistory] = {}
+        out: dict[str, QueueSteps] = {}
         with self._lock:
             for queue, steps in self._queues.items():
                 kept = {s: step for s, step in steps.items() if s >= first}
@@ -89,7 +89,7 @@ class History:
                     continue
                 empty = self._empty()
                 rows = [kept.get(s, empty) for s in range(first, now + 1)]
-                out[queue] = QueueHistory(
+                out[queue] = QueueSteps(
                     events={e: [r.events[i] for r in rows] for i, e in enumerate(HISTORY_EVENTS)},
                     waits=[list(r.waits) for r in rows],
                 )

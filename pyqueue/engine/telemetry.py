@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from pyqueue.engine.history import History
+from pyqueue.engine.history import StepCounts
 
 # Seconds: from 0.5 ms (a buffered commit) to a minute (a queue that waited).
 SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -51,8 +51,10 @@ class Histogram:
 
 
 class Telemetry:
-    def __init__(self, history: History | None = None) -> None:
-        self.history = history or History(WAIT_SECONDS)  # the last hour, in steps, for the dashboard's charts
+    def __init__(self, history: StepCounts | None = None) -> None:
+        self.history = history or StepCounts(
+            WAIT_SECONDS
+        )  # the last hour, in steps, for the dashboard's charts
         self.events: Counter[tuple[str, str]] = Counter()  # (event, queue) -> count
         self.enqueue_seconds = Histogram(SECONDS)
         self.fsync_seconds = Histogram(SECONDS)

@@ -8,13 +8,13 @@ lives on one shard, but merging adds the counts, so a queue seen twice stays rig
 from collections.abc import Iterable
 from typing import Any
 
-from pyqueue.engine.history import History
+from pyqueue.engine.history import StepCounts
 from pyqueue.v1 import queue_pb2 as pb
 
 _EVENTS = ("enqueued", "completed", "failed", "dead")
 
 
-def shard_history(history: History) -> pb.HistoryResponse:
+def shard_history(history: StepCounts) -> pb.HistoryResponse:
     last, queues = history.read()
     return pb.HistoryResponse(
         step_seconds=history.step_seconds,

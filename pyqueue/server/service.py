@@ -24,7 +24,7 @@ from pyqueue.server.convert import (
 )
 from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.status import AnsweringStream, Context, abort, answer_each, answered
-from pyqueue.server.take import StrayPacer, TakeStream
+from pyqueue.server.take import ServerTakeStream, StrayPacer
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -33,7 +33,7 @@ class QueueService(pb_grpc.QueueServicer):
     def __init__(self, engine: Engine, config: ServerConfig) -> None:
         self.engine = engine
         self.config = config
-        self.streams: set[TakeStream] = set()
+        self.streams: set[ServerTakeStream] = set()
         self._streams_of: Counter[str] = Counter()  # client connection -> its open worker streams
         self._pacers: dict[str, StrayPacer] = {}  # client connection -> its streams' stray pacing
         self.enqueue_streams: set[AnsweringStream] = set()
@@ -254,7 +254,7 @@ class QueueService(pb_grpc.QueueServicer):
                 "(--max-streams-per-connection); close some, or open another connection",
             )
         pacer = self._pacers.setdefault(client, StrayPacer())
-        stream = TakeStream(self.engine, context, self.config.heartbeat_s, self._check_owner, pacer)
+        stream = ServerTakeStream(self.engine, context, self.config.heartbeat_s, self._check_owner, pacer)
         self.streams.add(stream)
         self._streams_of[client] += 1
         try:

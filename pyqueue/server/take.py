@@ -64,7 +64,7 @@ class StrayPacer:
             await asyncio.sleep(delay)
 
 
-class TakeStream:
+class ServerTakeStream:
     def __init__(
         self,
         engine: Engine,

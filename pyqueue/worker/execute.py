@@ -5,7 +5,7 @@ The limit is the job's `timeout_ms`, counted from the start (the server counts t
 the attempt itself a grace later if no answer came). Past it:
 - an async handler is cancelled;
 - a sync handler in a thread cannot be stopped by Python: the thread is abandoned (it runs on,
-  its result is ignored) and the slot is freed; `Outcome.abandoned` says so;
+  its result is ignored) and the slot is freed; `AttemptOutcome.abandoned` says so;
 - in a process pool the child is killed (see pool.py).
 The outcome is then a failed attempt with a `TimeLimitExceeded` error, retried by the job's policy.
 """
@@ -41,7 +41,7 @@ class RemoteError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class AttemptOutcome:
     kind: str  # ok | retry | kill | error | timeout | cancelled
     message: str = ""
     error_type: str = ""
@@ -55,7 +55,7 @@ class Outcome:
         return self.kind != "ok"
 
 
-_OK = Outcome("ok")  # shared: most attempts end so, and a frozen Outcome costs 2 us to make
+_OK = AttemptOutcome("ok")  # shared: most attempts end so, and a frozen AttemptOutcome costs 2 us to make
 
 
 def arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
@@ -88,7 +88,7 @@ def thread_runner(
 
 async def execute(
     run: Callable[[Any], Awaitable[Any]], job: Job, current: CurrentJob | None = None
-) -> Outcome:
+) -> AttemptOutcome:
     """Run one attempt, in the job's trace when there is one, with `current_job()` set; never
     raises for what the handler did."""
     current = current or CurrentJob(job)
@@ -102,7 +102,9 @@ async def execute(
         _CURRENT.reset(token)
 
 
-async def _traced(run: Callable[[Any], Awaitable[Any]], job: Job, current: CurrentJob, span: Any) -> Outcome:
+async def _traced(
+    run: Callable[[Any], Awaitable[Any]], job: Job, current: CurrentJob, span: Any
+) -> AttemptOutcome:
     outcome, value = await _attempt(run, job.payload, job.timeout_ms, current)
     if outcome.kind == "ok" and job.wants_result:
         outcome = _result(value)
@@ -111,16 +113,16 @@ async def _traced(run: Callable[[Any], Awaitable[Any]], job: Job, current: Curre
     return outcome
 
 
-def _result(value: Any) -> Outcome:
+def _result(value: Any) -> AttemptOutcome:
     try:
-        return Outcome("ok", result=json.dumps(value).encode())
+        return AttemptOutcome("ok", result=json.dumps(value).encode())
     except (TypeError, ValueError) as exc:  # the job asked for its result: one it cannot keep is an error
         return _error(TypeError(f"the return value is not JSON-serialisable ({exc})"))
 
 
 async def _attempt(
     run: Callable[[Any], Awaitable[Any]], payload: Any, timeout_ms: int, current: CurrentJob
-) -> tuple[Outcome, Any]:
+) -> tuple[AttemptOutcome, Any]:
     limit = asyncio.timeout(timeout_ms / 1000) if timeout_ms else None
     try:
         if limit is None:  # no time limit (the default): no Timeout to arm and disarm
@@ -132,23 +134,25 @@ async def _attempt(
         task = asyncio.current_task()
         if not current.cancelled or (task is not None and task.cancelling()):
             raise  # the worker itself is stopping, not this job
-        return Outcome("cancelled", "cancelled by request", "Cancelled"), None
+        return AttemptOutcome("cancelled", "cancelled by request", "Cancelled"), None
     except TimeoutError as exc:
         if limit is None or not limit.expired():
             return _error(exc), None  # the handler's own time-out, not ours
         over = TimeLimitExceeded(f"ran past its time limit of {timeout_ms / 1000:g}s")
-        return Outcome("timeout", str(over), "TimeLimitExceeded", error=over), None
+        return AttemptOutcome("timeout", str(over), "TimeLimitExceeded", error=over), None
     except Retry as retry:
         at = retry.run_at.timestamp() if retry.run_at else time.time() + (retry.delay or 0)
-        return Outcome("retry", str(retry), "Retry", retry_at_ms=int(at * 1000), error=retry), None
+        return AttemptOutcome("retry", str(retry), "Retry", retry_at_ms=int(at * 1000), error=retry), None
     except Kill as kill:
-        return Outcome("kill", str(kill), "Kill", error=kill), None
+        return AttemptOutcome("kill", str(kill), "Kill", error=kill), None
     except Exception as exc:
         return _error(exc), None
     return _OK, value
 
 
-def _error(exc: BaseException) -> Outcome:
+def _error(exc: BaseException) -> AttemptOutcome:
     if isinstance(exc, RemoteError):
-        return Outcome("error", str(exc), exc.error_type, exc.backtrace, error=exc)
-    return Outcome("error", str(exc) or repr(exc), type(exc).__qualname__, traceback.format_exc(), error=exc)
+        return AttemptOutcome("error", str(exc), exc.error_type, exc.backtrace, error=exc)
+    return AttemptOutcome(
+        "error", str(exc) or repr(exc), type(exc).__qualname__, traceback.format_exc(), error=exc
+    )

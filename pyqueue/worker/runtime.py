@@ -35,7 +35,7 @@ from pyqueue.app import App, JobFunction
 from pyqueue.client import AsyncClient, AsyncTakeStream, Job
 from pyqueue.context import CurrentJob
 from pyqueue.errors import PyQueueError, Unavailable
-from pyqueue.worker.execute import Outcome, execute, thread_runner
+from pyqueue.worker.execute import AttemptOutcome, execute, thread_runner
 from pyqueue.worker.pool import ProcessPool, pool_runner
 from pyqueue.worker.threads import HandlerThreads
 
@@ -274,9 +274,9 @@ class Worker:
         current = self._running[job.id] = CurrentJob(job, cancelled=job.id in self._cancelled)
         try:
             if current.cancelled:  # cancelled before it started: it does not run
-                outcome = Outcome("cancelled", "cancelled by request", "Cancelled")
+                outcome = AttemptOutcome("cancelled", "cancelled by request", "Cancelled")
             elif job.payload_error:  # the attempt is charged: the job goes dead by its retries
-                outcome = Outcome("error", job.payload_error, "PayloadDecodeError")
+                outcome = AttemptOutcome("error", job.payload_error, "PayloadDecodeError")
             else:
                 outcome = await execute(self._runner(function), job, current)
         finally:
@@ -326,7 +326,7 @@ class Worker:
             )
         stream.release(job, int(self.config.unknown_delay_s * 1000), unknown_type=True)
 
-    def _log(self, job: Job, function: JobFunction[Any, Any], outcome: Outcome, ms: float) -> None:
+    def _log(self, job: Job, function: JobFunction[Any, Any], outcome: AttemptOutcome, ms: float) -> None:
         if outcome.kind == "ok" and not self.config.log_jobs:
             return  # the common case: nothing to say
         what = f"job {job.id} ({job.type}) attempt {job.attempts}"

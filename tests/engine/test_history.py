@@ -1,6 +1,6 @@
 """The hour of steps behind the dashboard's charts, driven by an injected clock."""
 
-from pyqueue.engine.history import History
+from pyqueue.engine.history import StepCounts
 from pyqueue.server.history import merge, shard_history
 
 BOUNDS = (0.01, 0.1, 1.0)
@@ -16,7 +16,7 @@ class Clock:
 
 def test_events_and_waits_land_in_the_step_of_their_time_and_the_window_slides() -> None:
     clock = Clock(1000.0)  # step 100 of 10 s
-    history = History(BOUNDS, step_seconds=10, steps=3, clock=clock)
+    history = StepCounts(BOUNDS, step_seconds=10, steps=3, clock=clock)
     history.record({("enqueued", "a"): 5, ("lost", "a"): 1}, {"a": [0.005, 0.5, 7.0]})
     clock.now = 1010.0
     history.record({("completed", "a"): 2, ("enqueued", "b"): 1}, {})
@@ -38,7 +38,7 @@ def test_events_and_waits_land_in_the_step_of_their_time_and_the_window_slides()
 
 def test_shards_answers_merge_by_step_even_when_one_answered_a_step_earlier() -> None:
     clock = Clock(1000.0)
-    one, two = (History(BOUNDS, step_seconds=10, steps=3, clock=clock) for _ in range(2))
+    one, two = (StepCounts(BOUNDS, step_seconds=10, steps=3, clock=clock) for _ in range(2))
     one.record({("enqueued", "a"): 1}, {"a": [0.05]})
     two.record({("enqueued", "b"): 4}, {})
     early = shard_history(two)  # read at step 100

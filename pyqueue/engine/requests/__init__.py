@@ -22,7 +22,7 @@ from pyqueue.engine.requests.steering import (
     SetQueueLimit,
     UpdateJobs,
 )
-from pyqueue.engine.requests.timed import Promote, Purge, Snapshot, Timeout
+from pyqueue.engine.requests.timed import OpenSnapshot, Promote, Purge, Timeout
 from pyqueue.engine.requests.workers import Ack, Claim, Fail, Holder, SetDeadlines
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "Fail",
     "HandBack",
     "Holder",
+    "OpenSnapshot",
     "PauseQueue",
     "Promote",
     "Purge",
@@ -44,7 +45,6 @@ __all__ = [
     "SetCron",
     "SetDeadlines",
     "SetQueueLimit",
-    "Snapshot",
     "Timeout",
     "Transitions",
     "UpdateJobs",

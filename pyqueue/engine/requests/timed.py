@@ -90,7 +90,7 @@ class Purge(Request):
             self.memory.expiring.insert(due_ms, job_id)
 
 
-class Snapshot(Request):
+class OpenSnapshot(Request):
     """Open the status-index snapshot the start-up rebuild scans, and zero the counts, in one step
     of the single writer: every count published from here on is a change the snapshot misses."""
 
