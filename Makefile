@@ -49,10 +49,12 @@ test-rust:
 test-python: build
 	$(BIN)/pytest -q
 
-lint: setup
+lint: build
 	$(BIN)/ruff check pyqueue tests bench scripts examples
 	$(BIN)/ruff format --check pyqueue tests bench scripts examples
 	$(BIN)/mypy
+	$(BIN)/mypy --config-file tests/mypy.ini tests
+	$(BIN)/python -m mypy.stubtest pyqueue._native
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path examples/rust-worker/Cargo.toml -- --check
 	cargo clippy --all-targets --features python -- -D warnings

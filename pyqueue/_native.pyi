@@ -3,13 +3,32 @@
 Private: the server uses it; applications use pyqueue.Client. Every call is thread-safe.
 """
 
-from typing import Any
+from typing import Any, final
+
+__all__ = [
+    "ClaimToken",
+    "Coalescer",
+    "CoalescerClosed",
+    "ReadyIndex",
+    "Selection",
+    "TimerSet",
+    "__version__",
+    "create_entries",
+    "decode_record",
+    "delete_keys",
+    "encode_push",
+    "encode_record",
+    "encode_refusals",
+    "salvage_wal",
+    "save_entries",
+]
 
 __version__: str  # the native crate's version
 
 class CoalescerClosed(Exception):
     """Raised by Coalescer.push once the coalescer is closed."""
 
+@final
 class ReadyIndex:
     """Per-queue lock-free skip lists of ready jobs, ordered by (priority, id)."""
 
@@ -53,6 +72,7 @@ class ReadyIndex:
     def select(self, queues: list[str]) -> Selection:
         """A claim handle over these queues, resolved once (per Take stream)."""
 
+@final
 class Selection:
     def claim(self, max: int) -> list[int]:
         """Remove and return up to `max` job ids, most urgent first across the selected queues.
@@ -64,6 +84,7 @@ class Selection:
     def has_ready(self) -> bool:
         """Whether `claim` would give out a job now."""
 
+@final
 class TimerSet:
     """(due time in ms, job id) keys, earliest first: scheduled jobs, lease deadlines."""
 
@@ -76,6 +97,7 @@ class TimerSet:
     def clear(self) -> None: ...
     def __len__(self) -> int: ...
 
+@final
 class ClaimToken:
     """Handed to every stream woken by one "jobs available" event; only one can claim it."""
 
@@ -84,6 +106,7 @@ class ClaimToken:
     @property
     def claimed(self) -> bool: ...
 
+@final
 class Coalescer:
     """The single writer's inbox: push from any thread, take everything waiting as one batch."""
 

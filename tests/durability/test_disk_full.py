@@ -30,7 +30,7 @@ def test_full_disk_refuses_enqueues_then_recovers(small_disk) -> None:  # type: 
     try:
         free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
         filler.write_bytes(b"\0" * (free - 40 * MIB))
-        acknowledged = []
+        acknowledged: list[int] = []
         with pyqueue.Client(server.address) as client:
             with pytest.raises(pyqueue.ResourceExhausted) as refused:
                 for _ in range(200):

@@ -5,6 +5,7 @@ hold is bounded, whatever the stream sends."""
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 from harness import ServerProcess
@@ -65,7 +66,7 @@ def test_ids_a_stream_does_not_hold_are_each_refused_and_the_rest_answered(serve
         ready.wait(30)
         yield from sent[1:]
 
-    answers = pb_grpc.QueueStub(channel).Take(requests(), timeout=60)
+    answers: Any = pb_grpc.QueueStub(channel).Take(requests(), timeout=60)
     jobs: list[pb.Job] = []
     while len(jobs) < 2:
         jobs += next(answers).jobs.jobs  # a heartbeat has none

@@ -25,7 +25,7 @@ def test_server_sigkill_loses_nothing_acked(server) -> None:  # type: ignore[no-
         for job_id in in_flight:
             assert client.get_job(job_id).status == "ready"
         remaining = set(ids) - set(acked)
-        got = set()
+        got: set[int] = set()
         with client.take("default", prefetch=50) as stream:
             while len(got) < len(remaining):
                 job = stream.next(timeout=10)

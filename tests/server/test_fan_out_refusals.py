@@ -51,8 +51,14 @@ def test_a_refusal_by_one_shard_changes_no_shard(secured: tuple[ServerProcess, d
         pytest.raises(pyqueue.PermissionDenied),
     ):
         producer.enqueue_many(mixed)
-    bad_field = [{"type": "t", "queue": ALLOWED}, {"type": "t", "queue": forbidden, "priority": 70_000}]
-    over_limit = [{"type": "t", "queue": ALLOWED}, {"type": "t" * 500, "queue": forbidden}]
+    bad_field: list[dict[str, object]] = [
+        {"type": "t", "queue": ALLOWED},
+        {"type": "t", "queue": forbidden, "priority": 70_000},
+    ]
+    over_limit: list[dict[str, object]] = [
+        {"type": "t", "queue": ALLOWED},
+        {"type": "t" * 500, "queue": forbidden},
+    ]
     with pyqueue.Client(server.address, token=secrets["root"]) as root:
         for jobs in (bad_field, over_limit):
             with pytest.raises(pyqueue.InvalidArgument):

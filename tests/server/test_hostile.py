@@ -31,7 +31,7 @@ def refused(call, request, code: grpc.StatusCode, hint: str) -> None:  # type: i
     with pytest.raises(grpc.RpcError) as info:
         call(request, timeout=20)
     assert info.value.code() == code, info.value.details()
-    assert hint in info.value.details()
+    assert hint in (info.value.details() or "")
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_an_ack_naming_more_jobs_than_a_stream_holds_ends_that_stream(stub) -> N
     with pytest.raises(grpc.RpcError) as info:
         list(take(stub, flood))
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "prefetch (10)" in info.value.details()
+    assert "prefetch (10)" in (info.value.details() or "")
 
 
 def test_a_second_subscribe_is_a_protocol_error(stub) -> None:  # type: ignore[no-untyped-def]

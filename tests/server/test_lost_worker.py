@@ -37,7 +37,7 @@ def test_jobs_of_a_killed_worker_are_redelivered(client: pyqueue.Client, server)
         assert wait_started(client, ids), "the holder's starts never reached the server"
         worker.kill()
         worker.wait(10)
-        redelivered = set()
+        redelivered: set[int] = set()
         with client.take("default", prefetch=10) as stream:
             while len(redelivered) < 5:
                 job = stream.next(timeout=10)

@@ -50,10 +50,10 @@ def test_delivers_in_order_while_the_rebuild_is_held_then_every_job(tmp_path) ->
                 with open(gate, "wb"):
                     pass  # release the rebuild
                 while len(got) < len(expected):
-                    job = stream.next(timeout=30)
-                    assert job is not None, f"only {len(got)} jobs came"
-                    got.append(job.id)
-                    stream.ack(job)
+                    taken = stream.next(timeout=30)
+                    assert taken is not None, f"only {len(got)} jobs came"
+                    got.append(taken.id)
+                    stream.ack(taken)
             assert got == [job_id for _, job_id in expected], "delivered out of priority or FIFO order"
         # The snapshot predates the late enqueue, which reached the ready set by its own path.
         assert f"{JOBS} ready" in server.wait_for("rebuilt the in-memory sets")
@@ -104,7 +104,7 @@ def test_a_store_of_the_older_layout_is_rekeyed_once_then_runs_in_order(tmp_path
         server.restart()
         assert "rewrote 3000 ready index keys" in server.wait_for("rewrote")
         with pyqueue.Client(server.address) as client, client.take(list(QUEUES), prefetch=3000) as stream:
-            got = []
+            got: list[int] = []
             while len(got) < len(expected):
                 job = stream.next(timeout=30)
                 assert job is not None, f"only {len(got)} jobs came"

@@ -48,10 +48,10 @@ def test_100_queues_over_4_shards_keep_order_within_each_queue(sharded: ServerPr
         delivered: dict[str, list[int]] = defaultdict(list)
         with client.take(queues, prefetch=50) as stream:
             for _ in range(len(jobs)):
-                job = stream.next(timeout=10)
-                assert job is not None
-                delivered[job.queue].append(job.id)
-                stream.ack(job).result(10)
+                taken = stream.next(timeout=10)
+                assert taken is not None
+                delivered[taken.queue].append(taken.id)
+                stream.ack(taken).result(10)
         assert delivered == expected
         assert client.count_jobs() == 0
 
@@ -114,9 +114,8 @@ def test_a_plain_grpc_client_uses_the_public_address(sharded: ServerProcess) -> 
         pb_grpc.QueueStub(grpc.insecure_channel(topology.addresses[0])).Enqueue(
             pb.EnqueueRequest(jobs=[pb.NewJob(type="t", queue=far)]), timeout=10
         )
-    assert (
-        info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        and "belongs to shard 3" in info.value.details()
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "belongs to shard 3" in (
+        info.value.details() or ""
     )
     channel.close()
 
@@ -246,7 +245,7 @@ def test_the_asyncio_client_takes_across_shards(sharded: ServerProcess) -> None:
                 next(f"a{i}" for i in range(200) if topology.shard_of_queue(f"a{i}") == s) for s in range(4)
             ]
             jobs = await client.enqueue_many([{"type": "t", "queue": q} for q in queues for _ in range(3)])
-            got = set()
+            got: set[int] = set()
             async with client.take(queues, prefetch=4) as stream:
                 while len(got) < len(jobs):
                     job = await stream.next(timeout=10)
