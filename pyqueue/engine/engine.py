@@ -18,15 +18,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pyqueue import failpoints
-from pyqueue.engine import cron, query, queue_limits, ranges, rebuild, recovery, requests
-from pyqueue.engine.alarm import AlarmClock, AlarmConfig
+from pyqueue.engine import query, queue_limits, ranges, rebuild, recovery, requests
 from pyqueue.engine.committer import Committer
 from pyqueue.engine.consumer import Consumer
-from pyqueue.engine.cron import CronService
 from pyqueue.engine.cron_entry import CronEntry, check_schedule
 from pyqueue.engine.disk import DiskGuard
 from pyqueue.engine.dispatcher import Dispatcher
-from pyqueue.engine.durable_marker import DurableMarker
 from pyqueue.engine.errors import EngineError, InvalidArgument, NotFound
 from pyqueue.engine.history import StepCounts
 from pyqueue.engine.ids import IdGenerator
@@ -46,11 +43,18 @@ from pyqueue.engine.model import (
     system_clock,
 )
 from pyqueue.engine.payloads import payload_problem
-from pyqueue.engine.purger import Purger
 from pyqueue.engine.queue_limits import QueueLimit
-from pyqueue.engine.reaper import Reaper
 from pyqueue.engine.retry import JobOptions, RetryPolicy
-from pyqueue.engine.scheduler import Scheduler
+from pyqueue.engine.services import (
+    AlarmClock,
+    AlarmConfig,
+    CronService,
+    DurableMarker,
+    Purger,
+    Reaper,
+    Scheduler,
+    cron,
+)
 from pyqueue.engine.telemetry import WAIT_SECONDS, Telemetry
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
@@ -100,9 +104,9 @@ class Engine:
         self.stats: Counter[str] = Counter()
         self.telemetry = Telemetry(StepCounts(WAIT_SECONDS, clock=lambda: clock() / 1000))
         self.services: list[AlarmClock] = [
-            Scheduler(self.memory.scheduled, self.promote, clock, config.alarms),
-            Reaper(self.memory.deadlines, self.time_out, clock, config.alarms),
-            Purger(self.memory.expiring, self.purge, clock, config.alarms),
+            Scheduler(self.memory, self._submit, self.stats, clock, config.alarms),
+            Reaper(self.memory, config.retry, self._submit, self.stats, clock, config.alarms),
+            Purger(self.memory, self._submit, self.stats, clock, config.alarms),
         ]
         self.memory.on_scheduled, self.memory.on_deadline, self.memory.on_expiring = (
             s.rearm for s in self.services
@@ -153,15 +157,11 @@ class Engine:
         self.queue_limits = queue_limits.load(self.store)
         for queue, limit in self.queue_limits.items():  # nothing is in flight yet: recovery is done
             queue_limits.apply(self.memory.ready, queue, limit, 0)
-        entries = cron.load(self.store)
+        self.cron.entries = cron.load(self.store)
         if services:
-            for service in self.services:
-                service.start()
-            self.cron.start(entries)
-            if self.marker is not None:
-                self.marker.start()
-        else:
-            self.cron.entries = entries
+            for service in (*self.services, self.cron, self.marker):
+                if service is not None:
+                    service.start()
         self._rebuild = loop.create_task(self._rebuild_memory(), name="pyqueue-rebuild")
 
     async def _rebuild_memory(self) -> None:
@@ -645,22 +645,6 @@ class Engine:
         self._background.add(future)
         future.add_done_callback(_settled_in_background)
         future.add_done_callback(self._background.discard)
-
-    # The timed services' actions.
-    async def promote(self, due: Sequence[tuple[int, int]]) -> list[int]:
-        ids: list[int] = await self._submit(requests.Promote(due, self.memory))
-        self.stats["promoted"] += len(ids)
-        return ids
-
-    async def time_out(self, due: Sequence[tuple[int, int]]) -> list[int]:
-        ids: list[int] = await self._submit(requests.Timeout(due, self.memory, self.config.retry))
-        self.stats["timed_out"] += len(ids)
-        return ids
-
-    async def purge(self, due: Sequence[tuple[int, int]]) -> list[int]:
-        ids: list[int] = await self._submit(requests.Purge(due, self.memory))
-        self.stats["purged"] += len(ids)
-        return ids
 
     @property
     def committer(self) -> Committer:

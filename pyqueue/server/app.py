@@ -27,7 +27,7 @@ from pyqueue.server.http import HttpEndpoint
 from pyqueue.server.rights import Guard
 from pyqueue.server.service import QueueService
 from pyqueue.server.shutdown import CallsInHand, stop_server
-from pyqueue.server.summary import Summaries
+from pyqueue.server.summary import Summaries, SummaryConfig
 from pyqueue.store import RocksStore, StoreDamagedError
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -125,7 +125,7 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
         "pyqueue listening on %s (data %s, commit mode %s)", address, config.data_dir, config.commit_mode
     )
     shard = f"shard {config.shard_index}: " if config.shard_count > 1 else ""
-    summaries = Summaries(engine, lambda: len(service.streams), config.summary_s, shard)
+    summaries = Summaries(engine, lambda: len(service.streams), SummaryConfig(config.summary_s), shard)
     summaries.start()
     http = None
 

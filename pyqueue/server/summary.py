@@ -7,48 +7,50 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pyqueue.engine import Engine
+from pyqueue.engine.services import Service
 from pyqueue.store.records import Status
 
 log = logging.getLogger("pyqueue.server")
 
 
-class Summaries:
+@dataclass(frozen=True, slots=True)
+class SummaryConfig:
+    every_s: float = 60.0  # --summary-every; 0: no line
+
+
+class Summaries(Service):
+    name = "summary"
+
     def __init__(
         self,
         engine: Engine,
         workers: Callable[[], int],
-        every_s: float,
+        config: SummaryConfig = SummaryConfig(),
         shard: str = "",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__()
         self.engine = engine
         self.clock = clock
         self.workers = workers
-        self.every_s = every_s
+        self.config = config
         self.shard = shard
-        self._task: asyncio.Task[None] | None = None
         self._last = Counter(engine.stats)
         self._last_syncs = 0
         self._last_at = clock()
 
     def start(self) -> None:
-        if self.every_s > 0:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        if self.config.every_s > 0:
+            super().start()
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+    async def _idle(self, done: str | None, failed: bool) -> None:
+        await asyncio.sleep(self.config.every_s)
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.every_s)
-            log.info("%s", self.run_once())
-
-    def run_once(self) -> str:
-        """The line for the period since the last one."""
+    async def run_once(self) -> str:
+        """Log the line for the period since the last one, and return it."""
         engine, now = self.engine, self.clock()
         stats, syncs = Counter(engine.stats), engine.committer.syncs
         done = stats - self._last
@@ -62,4 +64,5 @@ class Summaries:
             f"workers {self.workers()}; fsyncs {(syncs - self._last_syncs) / elapsed:.1f}/s"
         )
         self._last, self._last_syncs, self._last_at = stats, syncs, now
+        log.info("%s", line)
         return line

@@ -3,7 +3,7 @@ a write-ahead log that was deleted or cut is found at the next start instead of 
 store as if nothing happened (RocksDB opens a store whose log is gone without a word, at the
 sequence its table files reached).
 
-The server writes the mark (engine/durable_marker.py): the store's latest sequence, read before a
+The server writes the mark (engine/services/durable_marker.py): the store's latest sequence, read before a
 sync of the log, so every commit up to it is on disk. At open, a store whose latest sequence is
 below its mark has lost acknowledged commits. `pyqueue repair` accepts the loss and moves the mark
 down; `pyqueue restore` writes the mark of the backup it restores.

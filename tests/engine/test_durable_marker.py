@@ -6,7 +6,7 @@ import json
 import threading
 from pathlib import Path
 
-from pyqueue.engine.durable_marker import DurableMarker
+from pyqueue.engine.services import DurableMarker
 from pyqueue.store.durable_mark import MARK_FILE
 
 

@@ -1,6 +1,7 @@
 """The cron service: enqueues each periodic job's ticks, kept by the server (not by the workers).
 
-It holds the shard's entries in memory (loaded from the store at start, updated by every change)
+It holds the shard's entries in memory (`entries`: loaded from the store before start, updated by
+every change)
 and sleeps until the earliest next tick. `run_once` enqueues what is due now, one tick per entry:
 the latest due, so after downtime an entry gets one catch-up job (its headers say how many ticks
 were missed), never a burst. Each tick is a compare-and-set in the single writer (CronTick), so a
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from pyqueue.engine.cron_entry import PREFIX, CronEntry
 from pyqueue.engine.model import Clock
+from pyqueue.engine.services.base import Service
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
 
@@ -36,28 +38,18 @@ def load(store: Store) -> dict[str, CronEntry]:
     }
 
 
-class CronService:
+class CronService(Service):
     name = "cron"
 
     def __init__(self, tick: Tick, clock: Clock, config: CronConfig = CronConfig()) -> None:
+        super().__init__()
         self._tick = tick
         self._clock = clock
         self.config = config
         self.entries: dict[str, CronEntry] = {}
         self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._reported: dict[str, CronEntry] = {}  # skipped entries, as they were when reported
         self.enqueued = 0
-
-    def start(self, entries: dict[str, CronEntry]) -> None:
-        self.entries = dict(entries)
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="pyqueue-cron")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
 
     def changed(self, entry: CronEntry, deleted: bool = False) -> None:
         """An entry was set, paused, resumed, ticked or deleted (after its commit)."""
@@ -103,21 +95,15 @@ class CronService:
         self.enqueued += enqueued
         return enqueued
 
-    async def _run(self) -> None:
-        while True:
-            self._changed.clear()
-            failed = False
-            try:
-                await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("enqueueing periodic jobs failed; trying again in a second")
-                failed = True
-            due = self.next_due_ms()
-            wait = self.config.max_sleep_s if due is None else max(0.0, (due - self._clock()) / 1000)
-            if failed:
-                wait = max(wait, 1.0)  # a tick that cannot go in now is tried again, not in a spin
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(wait, self.config.max_sleep_s)):
-                    await self._changed.wait()
+    async def _idle(self, done: int | None, failed: bool) -> None:
+        self._changed.clear()
+        due = self.next_due_ms()
+        wait = self.config.max_sleep_s if due is None else max(0.0, (due - self._clock()) / 1000)
+        if failed:
+            wait = max(wait, 1.0)  # a tick that cannot go in now is tried again, not in a spin
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(wait, self.config.max_sleep_s)):
+                await self._changed.wait()
+
+    def _failed(self, exc: Exception) -> None:
+        log.error("enqueueing periodic jobs failed; trying again in a second", exc_info=exc)

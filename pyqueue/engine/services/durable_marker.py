@@ -6,12 +6,12 @@ deleted right after a write could lose unnoticed; the cost is one sync and one s
 """
 
 import asyncio
-import contextlib
 import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyqueue.engine.services.base import Service
 from pyqueue.store.contract import Store
 from pyqueue.store.durable_mark import read_mark, write_mark
 
@@ -23,14 +23,14 @@ class MarkerConfig:
     every_s: float = 1.0
 
 
-class DurableMarker:
+class DurableMarker(Service):
     name = "durable-marker"
 
     def __init__(self, store: Store, store_dir: Path, config: MarkerConfig = MarkerConfig()) -> None:
+        super().__init__()
         self._store = store
         self._dir = store_dir
         self.config = config
-        self._task: asyncio.Task[None] | None = None
         self.marked: int | None = None
         # One mark written at a time: a step cancelled by stop() goes on in its thread, and the
         # last step of stop() must not write the same temporary file beside it (it did: the
@@ -39,20 +39,19 @@ class DurableMarker:
         self._written: int | None = None  # the last mark written (under the lock)
 
     def start(self) -> None:
-        if self._task is None:
+        if not self.running:
             self.marked = read_mark(self._dir)
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="pyqueue-durable-marker")
+        super().start()
 
     async def stop(self) -> None:
         """Stop, after a last mark (the caller's writer has stopped: nothing commits after it)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-            try:
-                await self.run_once()
-            except OSError as exc:  # a disk that refuses now: the next start checks the last mark
-                log.warning("could not write the durable mark at the stop: %s", exc)
+        if self._task is None:
+            return
+        await super().stop()
+        try:
+            await self.run_once()
+        except OSError as exc:  # a disk that refuses now: the next start checks the last mark
+            log.warning("could not write the durable mark at the stop: %s", exc)
 
     async def run_once(self) -> bool:
         """Mark what is committed now, if it moved; whether a mark was written."""
@@ -71,8 +70,9 @@ class DurableMarker:
             write_mark(self._dir, latest)
             self._written = latest
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.every_s)
-            with contextlib.suppress(OSError):  # a disk that refuses: the writer says so itself
-                await self.run_once()
+    async def _idle(self, done: bool | None, failed: bool) -> None:
+        await asyncio.sleep(self.config.every_s)
+
+    def _failed(self, exc: Exception) -> None:
+        if not isinstance(exc, OSError):  # a disk that refuses: the writer says so itself
+            super()._failed(exc)
