@@ -1,7 +1,8 @@
 """The engine: enqueue, claim, ack, fail, scheduling and recovery over the store and the native
 hints. It knows no transport; see engine.Engine for the facade."""
 
-from pyqueue.engine.engine import Engine, EngineConfig
+from pyqueue.engine.config import EngineConfig
+from pyqueue.engine.engine import Engine
 from pyqueue.engine.errors import (
     EngineError,
     FailedPrecondition,

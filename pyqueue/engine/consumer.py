@@ -16,19 +16,48 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pyqueue._native import ClaimToken
 from pyqueue.engine import ranges
+from pyqueue.engine.config import EngineConfig
+from pyqueue.engine.dispatcher import Dispatcher
 from pyqueue.engine.errors import EngineError, InvalidArgument
-from pyqueue.engine.model import Ending, Failure, JobView, Outcome, Rejection
+from pyqueue.engine.memory import Memory
+from pyqueue.engine.model import Clock, Ending, Failure, JobView, Outcome, Rejection
 
 log = logging.getLogger("pyqueue.engine")
 # Ids of one message checked between two turns of the event loop (about 0.2 ms of work).
 YIELD_EVERY = 64
 
-if TYPE_CHECKING:
-    from pyqueue.engine.engine import Engine
+
+class ConsumerEngine(Protocol):
+    """What a consumer takes from the engine (engine.py implements it): reading the engine as
+    this, the consumer never imports it, and the two are no circle."""
+
+    clock: Clock
+    config: EngineConfig
+    delivering: bool
+    dispatcher: Dispatcher
+    memory: Memory
+
+    async def confirm_claim(self, job_ids: Sequence[int], holder: "Consumer") -> list[JobView]: ...
+
+    async def ack(
+        self, leases: Sequence[tuple[int, int]], results: dict[int, bytes] | None = None
+    ) -> Outcome: ...
+
+    async def fail(self, failures: Sequence[tuple[Failure, int]]) -> Outcome: ...
+
+    async def set_deadlines(self, deadlines: Sequence[tuple[int, int, int]]) -> list[int]: ...
+
+    def mark_started_soon(self, deadlines: Sequence[tuple[int, int, int]], started_ms: int) -> None: ...
+
+    async def hand_back(
+        self, items: Sequence[tuple[int, int | None, Ending]], delay_ms: int = 0
+    ) -> list[int]: ...
+
+    def hand_back_soon(self, items: Sequence[tuple[int, int | None, Ending]]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -45,7 +74,7 @@ class Held:
 class Consumer:
     def __init__(
         self,
-        engine: "Engine",
+        engine: ConsumerEngine,
         queues: Sequence[str],
         prefetch: int,
         *,

@@ -9,17 +9,16 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pyqueue import failpoints
 from pyqueue.engine import query, queue_limits, ranges, rebuild, recovery, requests
 from pyqueue.engine.committer import Committer
+from pyqueue.engine.config import EngineConfig
 from pyqueue.engine.consumer import Consumer
 from pyqueue.engine.cron_entry import CronEntry, check_schedule
 from pyqueue.engine.disk import DiskGuard
@@ -27,7 +26,7 @@ from pyqueue.engine.dispatcher import Dispatcher
 from pyqueue.engine.errors import EngineError, InvalidArgument, NotFound
 from pyqueue.engine.history import StepCounts
 from pyqueue.engine.ids import IdGenerator
-from pyqueue.engine.limits import DEFAULT_PRIORITY, DEFAULT_QUEUE, Limits
+from pyqueue.engine.limits import DEFAULT_PRIORITY, DEFAULT_QUEUE
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import (
     Changes,
@@ -44,10 +43,9 @@ from pyqueue.engine.model import (
 )
 from pyqueue.engine.payloads import payload_problem
 from pyqueue.engine.queue_limits import QueueLimit
-from pyqueue.engine.retry import JobOptions, RetryPolicy
+from pyqueue.engine.retry import JobOptions
 from pyqueue.engine.services import (
     AlarmClock,
-    AlarmConfig,
     CronService,
     DurableMarker,
     Purger,
@@ -64,29 +62,6 @@ T = TypeVar("T")
 SLICE = 500  # jobs per write for acks, fails and bulk changes (see `_in_chunks`)
 
 log = logging.getLogger("pyqueue.engine")
-
-
-def _exit_now(exc: BaseException) -> None:
-    logging.getLogger("pyqueue").critical("stopping at once after a storage failure: %s", exc)
-    logging.shutdown()
-    os._exit(70)
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    shard: int = 0
-    durable: bool = True
-    limits: Limits = field(default_factory=Limits)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    alarms: AlarmConfig = field(default_factory=AlarmConfig)
-    min_free_bytes: int = 0  # refuse enqueues below this much free disk (0: no guard)
-    # Every unique key holds within its queue: a queue lives on one shard, so this holds on any
-    # number of shards. False (one process only): a key holds across every queue.
-    unique_per_queue: bool = True
-    # How long past an attempt's time limit the server fails it, when its worker reported the start:
-    # a live worker fails it itself at the limit (with its own error), and this is the backstop.
-    time_limit_grace_ms: int = 1000
-    on_fatal: Callable[[BaseException], None] = _exit_now
 
 
 class Engine:
