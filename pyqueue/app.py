@@ -27,6 +27,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from pyqueue.client import AsyncClient, Client, Job
 from pyqueue.client.client import DEFAULT_PRIORITY, default_address
+from pyqueue.client.spec import JobSpec
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,8 +69,8 @@ class Options:
     # arguments (a customer id, say).
     limit_key: str | Callable[..., str] | None = None
 
-    def spec(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
-        spec: dict[str, Any] = {
+    def spec(self, name: str, payload: dict[str, Any]) -> JobSpec:
+        spec: JobSpec = {
             "type": name,
             "payload": payload,
             "queue": self.queue,
@@ -199,10 +200,10 @@ class BoundJob(Generic[P, R]):
         f.enqueuing()
         return await f.app.async_client().enqueue(**self.opts.spec(f.name, f.payload(*args, **kwargs)))
 
-    def _specs(self, calls: Iterable[Any]) -> list[dict[str, Any]]:
+    def _specs(self, calls: Iterable[Any]) -> list[JobSpec]:
         f = self.function
         f.enqueuing()
-        specs = []
+        specs: list[JobSpec] = []
         for call in calls:
             if isinstance(call, Mapping):
                 specs.append(self.opts.spec(f.name, f.payload(**call)))

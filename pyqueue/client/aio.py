@@ -3,7 +3,7 @@
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import grpc
 import grpc.aio
@@ -21,7 +21,6 @@ from pyqueue.client.client import (
     default_address,
     error_from_pb,
     jobs_from,
-    new_job_message,
     result_of,
 )
 from pyqueue.client.enqueue_stream import AsyncStreamedEnqueues
@@ -29,6 +28,7 @@ from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
+from pyqueue.client.spec import JobOptions, new_job_message
 from pyqueue.client.steering import (
     CRON_ACTIONS,
     ChangeResult,
@@ -134,8 +134,8 @@ class AsyncClient:
         stub = (await self.routes()).stub(shard)
         return list((await self._call(stub.Enqueue, pb.EnqueueRequest(jobs=messages))).jobs)
 
-    async def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
-        """Enqueue one job (the keyword options of Client.enqueue); concurrent calls share requests."""
+    async def enqueue(self, type: str, payload: Any = None, **options: Unpack[JobOptions]) -> Job:
+        """Enqueue one job (see Client.enqueue); concurrent calls share requests."""
         message = [new_job_message({"type": type, "payload": payload, **options}, tracing.context_headers())]
         shard, _ = (await self.routes()).for_queue(message[0].queue)
         results = await (

@@ -6,9 +6,9 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import grpc
 
@@ -20,9 +20,9 @@ from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
+from pyqueue.client.spec import JobOptions, new_job_message
 from pyqueue.client.steering import (
     CRON_ACTIONS,
-    SCOPES,
     ChangeResult,
     CronInfo,
     QueueInfo,
@@ -49,62 +49,6 @@ DEFAULT_PRIORITY = defaults.PRIORITY
 
 def default_address() -> str:
     return os.environ.get("PYQUEUE_ADDRESS") or DEFAULT_ADDRESS
-
-
-def _ms(value: datetime | None) -> int:
-    return int(value.timestamp() * 1000) if value is not None else 0
-
-
-def _seconds_ms(value: float | timedelta | None) -> int:
-    if value is None:
-        return 0
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    return int(seconds * 1000)
-
-
-def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None = None) -> pb.NewJob:
-    """A NewJob from a mapping with `type` and optionally payload, queue, priority, run_at (datetime),
-    delay (seconds or timedelta), max_retries, timeout (seconds), backoff ((base_s, exponent,
-    jitter_s)), keep_completed (seconds), unique_key, unique_scope, headers (str to str, handed to
-    the worker with the job; the current trace context is added when opentelemetry is installed),
-    keep_result (seconds) and limit_key (its queue's per-key cap counts it under this key)."""
-    unknown = set(spec) - JOB_FIELDS
-    if unknown:
-        raise TypeError(f"unknown job fields: {', '.join(sorted(unknown))}")
-    raw, content_type = codec.encode(spec.get("payload"))
-    message = pb.NewJob(
-        type=spec["type"],
-        queue=spec.get("queue", "default"),
-        priority=spec.get("priority", DEFAULT_PRIORITY),
-        payload=raw,
-        content_type=content_type,
-        run_at_ms=_ms(spec.get("run_at")),
-        delay_ms=_seconds_ms(spec.get("delay")),
-        timeout_ms=_seconds_ms(spec.get("timeout")),
-    )
-    if spec.get("max_retries") is not None:
-        message.max_retries = spec["max_retries"]
-    if spec.get("backoff") is not None:
-        base_s, exponent, jitter_s = spec["backoff"]
-        message.backoff.CopyFrom(pb.Backoff(base_s=base_s, exponent=exponent, jitter_s=jitter_s))
-    if spec.get("keep_completed") is not None:
-        message.keep_completed_ms = _seconds_ms(spec["keep_completed"])
-    if spec.get("keep_result") is not None:
-        message.keep_result_ms = _seconds_ms(spec["keep_result"])
-    if spec.get("limit_key"):
-        message.limit_key = spec["limit_key"]
-    if spec.get("unique_key"):
-        scope = spec.get("unique_scope", "queued")
-        if scope not in SCOPES:
-            raise ValueError(f"unique_scope {scope!r} is not one of {', '.join(SCOPES)}")
-        message.unique_key = spec["unique_key"]
-        message.unique_scope = SCOPES[scope]
-        message.unique_in_queue = bool(spec.get("unique_in_queue"))
-    if context:  # the caller's trace context (tracing.context_headers), then the job's own headers
-        message.headers.update(context)
-    if spec.get("headers"):
-        message.headers.update(spec["headers"])
-    return message
 
 
 MAX_WAIT_S = 60.0  # one WaitJob call (the server's cap)
@@ -140,28 +84,6 @@ def cron_message(entry: Mapping[str, Any]) -> pb.CronEntry:
         timezone=entry.get("timezone") or "UTC",
         job=new_job_message(entry["job"]),
     )
-
-
-JOB_FIELDS = frozenset(
-    {
-        "type",
-        "payload",
-        "queue",
-        "priority",
-        "run_at",
-        "delay",
-        "max_retries",
-        "timeout",
-        "backoff",
-        "keep_completed",
-        "unique_key",
-        "unique_scope",
-        "headers",
-        "keep_result",
-        "limit_key",
-        "unique_in_queue",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,57 +226,12 @@ class Client:
                 self._forget_routes()
             raise
 
-    def enqueue(
-        self,
-        type: str,
-        payload: Any = None,
-        *,
-        queue: str = "default",
-        priority: int = DEFAULT_PRIORITY,
-        run_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        max_retries: int | None = None,
-        timeout: float | timedelta | None = None,
-        backoff: tuple[float, float, float] | None = None,
-        keep_completed: float | timedelta | None = None,
-        unique_key: str | None = None,
-        unique_scope: str = "queued",
-        headers: Mapping[str, str] | None = None,
-        keep_result: float | timedelta | None = None,
-        limit_key: str | None = None,
-        unique_in_queue: bool = False,
-    ) -> Job:
+    def enqueue(self, type: str, payload: Any = None, **options: Unpack[JobOptions]) -> Job:
         """Enqueue one job; returns once it is committed (fsync'd in the default commit mode).
-
-        `run_at` or `delay` schedule it; `max_retries`, `backoff` and `timeout` (seconds per attempt)
-        override the server's defaults; `keep_completed` keeps it visible after it completes.
-        With `unique_key`, a second job with the key is not added while the first one is within
-        `unique_scope` ("queued": scheduled or ready; "active": also in flight; "exists": until it
-        is purged): the existing job comes back, with `duplicate=True`. With `unique_in_queue`,
-        the key holds within `queue` only (other queues' producers cannot block or see it). `headers` go to the worker
-        with the job (`job.headers`); the current trace context joins them when opentelemetry is
-        installed. With `keep_result` (seconds), the handler's return value is kept with the
-        completed job that long: `job.result(timeout=...)` waits for it. With `limit_key` (a
-        customer id, say), the queue's per-key cap (`set_queue_limit(key_max_running=...)`) counts
-        the job under that key."""
-        spec = {
-            "type": type,
-            "payload": payload,
-            "queue": queue,
-            "priority": priority,
-            "run_at": run_at,
-            "delay": delay,
-            "max_retries": max_retries,
-            "timeout": timeout,
-            "backoff": backoff,
-            "keep_completed": keep_completed,
-            "unique_key": unique_key,
-            "unique_scope": unique_scope,
-            "headers": headers,
-            "keep_result": keep_result,
-            "limit_key": limit_key,
-            "unique_in_queue": unique_in_queue,
-        }
+        `options` are those of JobOptions (pyqueue/client/spec.py): queue, priority, run_at,
+        delay, max_retries, timeout, backoff, keep_completed, unique_key, unique_scope,
+        unique_in_queue, headers, keep_result, limit_key."""
+        spec = {"type": type, "payload": payload, **options}
         message = [new_job_message(spec, tracing.context_headers())]
         shard, _ = self.routes.for_queue(message[0].queue)
         results = self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from pyqueue.client.client import JOB_FIELDS
+from pyqueue.client.spec import JOB_FIELDS
 from pyqueue.engine.errors import InvalidArgument, ResourceExhausted
 from pyqueue.errors import PyQueueError
 from pyqueue.errors import ResourceExhausted as PyQueueResourceExhausted

@@ -27,7 +27,6 @@ ONLY_ASYNC: dict[type, dict[str, str]] = {
 }
 # name -> why its parameters differ
 DIFFERENT = {
-    (Client, "enqueue"): "the async enqueue takes **options, where the sync one has typed keywords",
     (Client, "routes"): "a property of the sync client, a coroutine of the async one (it may ask the server)",
 }
 

@@ -1,0 +1,113 @@
+"""Every enqueue option, written once (`JobOptions`), and its one conversion to the wire
+(`new_job_message`). Both clients' `enqueue` take them as typed keywords, `enqueue_many` and the
+HTTP API as the keys of a job's mapping (`JOB_FIELDS`), `App` builds them from its job options.
+A new option is a key here, a field in the proto, and the engine's path: nothing else.
+"""
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, Required, TypedDict
+
+from pyqueue import defaults
+from pyqueue.client import codec
+from pyqueue.client.steering import SCOPES
+from pyqueue.v1 import queue_pb2 as pb
+
+
+class JobOptions(TypedDict, total=False):
+    """The options of one job, each optional.
+
+    - `queue` (default "default") and `priority` (0 runs first, 65535 last; default 32768).
+    - `run_at` (a datetime) or `delay` (seconds or a timedelta) schedule it.
+    - `max_retries`, `backoff` ((base_s, exponent, jitter_s)) and `timeout` (seconds per attempt)
+      override the server's defaults.
+    - `keep_completed` (seconds) keeps it visible after it completes.
+    - With `unique_key`, a second job with the key is not added while the first is within
+      `unique_scope` ("queued": scheduled or ready; "active": also in flight; "exists": until it
+      is purged): the existing job comes back, with `duplicate=True`. With `unique_in_queue`, the
+      key holds within `queue` only.
+    - `headers` (str to str) go to the worker with the job (`job.headers`); the current trace
+      context joins them when opentelemetry is installed.
+    - With `keep_result` (seconds), the handler's return value is kept with the completed job that
+      long: `job.result(timeout=...)` waits for it.
+    - With `limit_key` (a customer id, say), the queue's per-key cap
+      (`set_queue_limit(key_max_running=...)`) counts the job under that key.
+    """
+
+    queue: str
+    priority: int
+    run_at: datetime | None
+    delay: float | timedelta | None
+    max_retries: int | None
+    timeout: float | timedelta | None
+    backoff: tuple[float, float, float] | None
+    keep_completed: float | timedelta | None
+    unique_key: str | None
+    unique_scope: str
+    unique_in_queue: bool
+    headers: Mapping[str, str] | None
+    keep_result: float | timedelta | None
+    limit_key: str | None
+
+
+class JobSpec(JobOptions, total=False):
+    """One job for `enqueue_many`: its type, its payload, and its options."""
+
+    type: Required[str]
+    payload: Any
+
+
+JOB_FIELDS = frozenset(JobSpec.__annotations__)
+
+
+def _ms(value: datetime | None) -> int:
+    return int(value.timestamp() * 1000) if value is not None else 0
+
+
+def _seconds_ms(value: float | timedelta | None) -> int:
+    if value is None:
+        return 0
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    return int(seconds * 1000)
+
+
+def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None = None) -> pb.NewJob:
+    """A NewJob from a mapping with `type`, optionally `payload`, and the keys of JobOptions;
+    `context` (trace headers) goes under the job's own headers."""
+    unknown = set(spec) - JOB_FIELDS
+    if unknown:
+        raise TypeError(f"unknown job fields: {', '.join(sorted(unknown))}")
+    raw, content_type = codec.encode(spec.get("payload"))
+    message = pb.NewJob(
+        type=spec["type"],
+        queue=spec.get("queue", "default"),
+        priority=spec.get("priority", defaults.PRIORITY),
+        payload=raw,
+        content_type=content_type,
+        run_at_ms=_ms(spec.get("run_at")),
+        delay_ms=_seconds_ms(spec.get("delay")),
+        timeout_ms=_seconds_ms(spec.get("timeout")),
+    )
+    if spec.get("max_retries") is not None:
+        message.max_retries = spec["max_retries"]
+    if spec.get("backoff") is not None:
+        base_s, exponent, jitter_s = spec["backoff"]
+        message.backoff.CopyFrom(pb.Backoff(base_s=base_s, exponent=exponent, jitter_s=jitter_s))
+    if spec.get("keep_completed") is not None:
+        message.keep_completed_ms = _seconds_ms(spec["keep_completed"])
+    if spec.get("keep_result") is not None:
+        message.keep_result_ms = _seconds_ms(spec["keep_result"])
+    if spec.get("limit_key"):
+        message.limit_key = spec["limit_key"]
+    if spec.get("unique_key"):
+        scope = spec.get("unique_scope", "queued")
+        if scope not in SCOPES:
+            raise ValueError(f"unique_scope {scope!r} is not one of {', '.join(SCOPES)}")
+        message.unique_key = spec["unique_key"]
+        message.unique_scope = SCOPES[scope]
+        message.unique_in_queue = bool(spec.get("unique_in_queue"))
+    if context:  # the caller's trace context (tracing.context_headers), then the job's own headers
+        message.headers.update(context)
+    if spec.get("headers"):
+        message.headers.update(spec["headers"])
+    return message
