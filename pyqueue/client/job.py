@@ -1,17 +1,43 @@
 """`Job`: what the client shows of a job, and how a worker finishes one it took."""
 
 import json
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pyqueue.client import codec
 from pyqueue.errors import ResourceExhausted
 from pyqueue.v1 import queue_pb2 as pb
 
-if TYPE_CHECKING:
-    from pyqueue.client.client import Client
-    from pyqueue.client.take import TakeStream
+
+class Settles(Protocol):
+    """How a taken job is answered: what a Take stream offers its jobs (client/take.py's
+    TakeStream). Job holds its stream as this, so job.py imports no stream and no client."""
+
+    def ack(self, job: "Job", result: bytes | None = None) -> "Future[None]": ...
+
+    def fail(
+        self,
+        job: "Job",
+        message: str,
+        *,
+        kill: bool = False,
+        error_type: str = "",
+        backtrace: str = "",
+        retry_at_ms: int = 0,
+    ) -> "Future[str]": ...
+
+    def extend(self, jobs: list["Job"], extend_ms: int = 0) -> None: ...
+
+    def release(self, job: "Job", delay_ms: int = 0, *, unknown_type: bool = False) -> None: ...
+
+
+class WaitsForResults(Protocol):
+    """How a job waits for its result: what Client offers the jobs it enqueued."""
+
+    def result(self, job_id: int, timeout: float | None = None) -> Any: ...
+
 
 STATUS_NAMES: dict[int, str] = {
     pb.JOB_STATUS_SCHEDULED: "scheduled",
@@ -62,11 +88,11 @@ class Job:
     damage: str = ""
     result_problem: str = ""  # completed, but its result was not kept: why (result() raises it)
     _result: bytes = field(default=b"", repr=False, compare=False)  # completed: the result, JSON
-    _client: "Client | None" = field(default=None, repr=False, compare=False)
-    _stream: "TakeStream | None" = field(default=None, repr=False, compare=False)
+    _client: WaitsForResults | None = field(default=None, repr=False, compare=False)
+    _stream: Settles | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_pb(cls, message: pb.Job, stream: "TakeStream | None" = None) -> "Job":
+    def from_pb(cls, message: pb.Job, stream: Settles | None = None) -> "Job":
         try:
             payload, payload_error = codec.decode(message.payload, message.content_type), ""
         except (ValueError, RecursionError) as exc:  # one bad job must not stop a listing or a worker
@@ -117,7 +143,7 @@ class Job:
             raise RuntimeError("this job has no Client to wait with: use client.result(job.id)")
         return self._client.result(self.id, timeout)
 
-    def _taken(self) -> "TakeStream":
+    def _taken(self) -> Settles:
         if self._stream is None:
             raise RuntimeError("only a job received from Client.take() can be acked or failed")
         return self._stream
