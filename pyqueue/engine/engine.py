@@ -80,7 +80,7 @@ class Engine:
         self.telemetry = Telemetry(StepCounts(WAIT_SECONDS, clock=lambda: clock() / 1000))
         self.services: list[AlarmClock] = [
             Scheduler(self.memory, self._submit, self.stats, clock, config.alarms),
-            Reaper(self.memory, config.retry, self._submit, self.stats, clock, config.alarms),
+            Reaper(self.memory, self._submit, self.stats, clock, config.alarms, retry=config.retry),
             Purger(self.memory, self._submit, self.stats, clock, config.alarms),
         ]
         self.memory.on_scheduled, self.memory.on_deadline, self.memory.on_expiring = (

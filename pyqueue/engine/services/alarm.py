@@ -6,12 +6,16 @@ goes off it hands what is due to `fire` in batches, one commit per batch; `run_o
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyqueue._native import TimerSet
+from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Clock
 from pyqueue.engine.services.base import Service
+from pyqueue.engine.services.submit import Submit
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +60,31 @@ class AlarmClock(Service):
         timeout = None if self._alarm_ms is None else max(0.0, (self._alarm_ms - self._clock()) / 1000)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._rearm.wait(), timeout)
+
+
+class WriterAlarm(AlarmClock):
+    """An alarm clock whose firing is one request to the single writer: the scheduler, the reaper
+    and the purger. Each says which of the memory's timer sets it watches (`timers`), which
+    request it makes of what is due (`request`) and what it counts (`stat`)."""
+
+    timers = ""
+    stat = ""
+
+    def __init__(
+        self,
+        memory: Memory,
+        submit: Submit,
+        stats: Counter[str],
+        clock: Clock,
+        config: AlarmConfig = AlarmConfig(),
+    ) -> None:
+        super().__init__(getattr(memory, self.timers), clock, config)
+        self._memory, self._submit, self._stats = memory, submit, stats
+
+    def request(self, due: Sequence[tuple[int, int]]) -> Any:
+        raise NotImplementedError
+
+    async def fire(self, due: Sequence[tuple[int, int]]) -> list[int]:
+        ids: list[int] = await self._submit(self.request(due))
+        self._stats[self.stat] += len(ids)
+        return ids
