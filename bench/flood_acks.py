@@ -77,6 +77,18 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+def compare(quiet: list[float], during: list[float]) -> dict[str, float]:
+    """The honest producer's latencies, quiet and during the flood, in ms, and the p99 ratio."""
+    return {
+        "quiet_p50_ms": round(pct(quiet, 0.5), 2),
+        "quiet_p99_ms": round(pct(quiet, 0.99), 2),
+        "flood_p50_ms": round(pct(during, 0.5), 2),
+        "flood_p99_ms": round(pct(during, 0.99), 2),
+        "p99_ratio": round(pct(during, 0.99) / pct(quiet, 0.99), 2),
+        "flood_calls": len(during),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=100)
@@ -108,15 +120,7 @@ def main() -> None:
             threading.Thread(target=lambda: (flooder.wait(), done.set()), daemon=True).start()
             during = latencies(server.address, 120, done)
             flooder.wait(120)
-            result = {
-                "quiet_p50_ms": round(pct(quiet, 0.5), 2),
-                "quiet_p99_ms": round(pct(quiet, 0.99), 2),
-                "flood_p50_ms": round(pct(during, 0.5), 2),
-                "flood_p99_ms": round(pct(during, 0.99), 2),
-                "p99_ratio": round(pct(during, 0.99) / pct(quiet, 0.99), 2),
-                "flood_calls": len(during),
-                "server_rss_peak_mb": round(rss_mb(server.proc.pid)),
-            }
+            result = {**compare(quiet, during), "server_rss_peak_mb": round(rss_mb(server.proc.pid))}
             print(json.dumps(result))
         finally:
             server.close()

@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE)]
 
-from flood_acks import latencies, pct, rss_mb  # noqa: E402
+from flood_acks import compare, latencies, rss_mb  # noqa: E402
 from harness import ServerProcess  # noqa: E402
 
 JOB = b'{"type":"t"},'
@@ -157,12 +157,7 @@ def main() -> None:
             cpu_flood = cpu_seconds(pid) - cpu_before
             result = {
                 "kind": args.kind,
-                "quiet_p50_ms": round(pct(quiet, 0.5), 2),
-                "quiet_p99_ms": round(pct(quiet, 0.99), 2),
-                "flood_p50_ms": round(pct(during, 0.5), 2),
-                "flood_p99_ms": round(pct(during, 0.99), 2),
-                "p99_ratio": round(pct(during, 0.99) / pct(quiet, 0.99), 2),
-                "flood_calls": len(during),
+                **compare(quiet, during),
                 # The server's CPU, as a share of one core, per phase: what the flood costs it
                 # (the rest of a slowdown is the flooder's own CPU on this 2-core machine).
                 "server_cpu_quiet": round(cpu_quiet / args.seconds, 2),

@@ -180,9 +180,7 @@ def test_on_two_shards_one_worker_is_one_row_limits_show_and_job_links_work(tmp_
     wait = WebDriverWait(browser, 30)
     try:
         with pyqueue.Client(server.address) as client:
-            topology = client.routes.topology
-            assert topology is not None
-            first, second = queue_on(topology, 0), queue_on(topology, 1)
+            first, second = _one_queue_per_shard(client)
             client.set_queue_limit(first, max_running=5)
             job = client.enqueue("send", {"to": "ada@example.com"}, queue=second)
             base = f"http://{server.http_address}/"
@@ -206,6 +204,12 @@ def test_on_two_shards_one_worker_is_one_row_limits_show_and_job_links_work(tmp_
                 assert first in rows[0].text and second in rows[0].text
     finally:
         server.close()
+
+
+def _one_queue_per_shard(client: pyqueue.Client) -> tuple[str, str]:
+    topology = client.routes.topology
+    assert topology is not None
+    return queue_on(topology, 0), queue_on(topology, 1)
 
 
 def _click(wait, locator) -> None:  # type: ignore[no-untyped-def]
@@ -289,9 +293,7 @@ def test_the_queues_page_charts_the_last_hour_per_queue_and_in_total_across_shar
     wait = WebDriverWait(browser, 30)
     try:
         with pyqueue.Client(server.address) as client:
-            topology = client.routes.topology
-            assert topology is not None
-            first, second = queue_on(topology, 0), queue_on(topology, 1)
+            first, second = _one_queue_per_shard(client)
             client.enqueue_many([{"type": "send", "queue": first, "max_retries": 0}] * 6)
             client.enqueue_many([{"type": "send", "queue": second}] * 4)
             with client.take(first, prefetch=6) as stream:
