@@ -2,7 +2,8 @@
 
 from pyqueue.client.aio import AsyncClient
 from pyqueue.client.aio_take import AsyncTakeStream
-from pyqueue.client.client import Client, JobError
+from pyqueue.client.answers import JobError
+from pyqueue.client.client import Client
 from pyqueue.client.job import Job
 from pyqueue.client.steering import UNSET, ChangeResult, QueueInfo, Rejected, WorkerInfo
 from pyqueue.client.take import TakeStream

@@ -1,47 +1,30 @@
 """`AsyncClient`: the Client's mirror for asyncio applications (FastAPI, aiohttp) and the worker."""
 
-import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 import grpc
 import grpc.aio
 
 from pyqueue import tracing
+from pyqueue.client import calls
 from pyqueue.client.aio_take import AsyncMultiTakeStream, AsyncTakeStream
+from pyqueue.client.answers import JobError
 from pyqueue.client.batching import AsyncBatcher
-from pyqueue.client.client import (
-    CHANNEL_OPTIONS,
-    ENDED,
-    MAX_WAIT_S,
-    MOVED_CODES,
-    JobError,
-    cron_message,
-    default_address,
-    error_from_pb,
-    jobs_from,
-    result_of,
-)
+from pyqueue.client.client import CHANNEL_OPTIONS, MOVED_CODES, default_address, jobs_from
 from pyqueue.client.enqueue_stream import AsyncStreamedEnqueues
 from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
 from pyqueue.client.spec import JobOptions, new_job_message
-from pyqueue.client.steering import (
-    CRON_ACTIONS,
-    ChangeResult,
-    CronInfo,
-    QueueInfo,
-    WorkerInfo,
-    job_changes,
-    job_filter,
-    limit_request,
-)
-from pyqueue.errors import FailedPrecondition, Unavailable, from_code_name, from_rpc_error
+from pyqueue.client.steering import ChangeResult, CronInfo, QueueInfo, WorkerInfo
+from pyqueue.errors import FailedPrecondition, Unavailable, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
 
 
 class AsyncClient:
@@ -111,9 +94,9 @@ class AsyncClient:
                 await self._forget_routes()
             raise
 
-    async def _call(self, method: Any, request: Any) -> Any:
+    async def _call(self, method: Any, request: Any, timeout: float | None = None) -> Any:
         try:
-            return await method(request, timeout=self.timeout)
+            return await method(request, timeout=timeout if timeout is not None else self.timeout)
         except grpc.aio.AioRpcError as exc:
             if exc.code() in MOVED_CODES and self._routes.sharded:
                 await self._forget_routes()
@@ -162,64 +145,63 @@ class AsyncClient:
                 results[i] = result
         return jobs_from(messages, [r for r in results if r is not None])
 
+    # Every call but enqueue and take is written once, in client/calls.py; these carry them.
+    async def _run(self, call: calls.Call[T]) -> T:
+        stub = (await self.routes()).for_job(call.job_id) if call.job_id is not None else self._stub
+        timeout = call.timeout if call.timeout is not None else self.timeout + call.extra_timeout
+        return call.read(await self._call(getattr(stub, call.method), call.request, timeout))
+
+    async def _drive(self, steps: calls.Steps[T]) -> T:
+        """Run a method of several calls: each answer goes back to it, until it returns."""
+        try:
+            call = next(steps)
+            while True:
+                call = steps.send(await self._run(call))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
     async def get_job(self, job_id: int) -> Job:
-        stub = (await self.routes()).for_job(job_id)
-        return Job.from_pb(await self._call(stub.GetJob, pb.GetJobRequest(id=job_id)))
+        return await self._run(calls.get_job(job_id))
 
     async def wait_job(self, job_id: int, timeout: float | None = None) -> Job:
         """The job once it is completed or dead, or as it is after `timeout` (see Client.wait_job)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        stub = (await self.routes()).for_job(job_id)
-        while True:
-            left = MAX_WAIT_S if deadline is None else max(0.0, min(MAX_WAIT_S, deadline - time.monotonic()))
-            request = pb.WaitJobRequest(id=job_id, timeout_ms=int(left * 1000))
-            try:
-                job = Job.from_pb(await stub.WaitJob(request, timeout=left + self.timeout))
-            except grpc.aio.AioRpcError as exc:
-                raise from_rpc_error(exc) from None
-            if job.status in ENDED or (deadline is not None and time.monotonic() >= deadline):
-                return job
+        return await self._drive(calls.wait_job(job_id, timeout))
 
     async def result(self, job_id: int, timeout: float | None = None) -> Any:
         """The job's result once it completed (see Client.result)."""
-        job = await self.wait_job(job_id, timeout)
-        return result_of(job, await self.job_errors(job_id) if job.status == "dead" else ())
+        return await self._drive(calls.result(job_id, timeout))
 
     async def job_errors(self, job_id: int) -> list[JobError]:
-        stub = (await self.routes()).for_job(job_id)
-        response = await self._call(stub.ListErrors, pb.ListErrorsRequest(id=job_id))
-        return [error_from_pb(e) for e in response.errors]
+        return await self._run(calls.job_errors(job_id))
+
+    async def list_page(
+        self, *, cursor: str = "", limit: int = 50, descending: bool = False, **filters: Any
+    ) -> tuple[list[Job], str, str]:
+        """One page (see Client.list_page)."""
+        return await self._run(calls.list_page(cursor, limit, descending, filters))
 
     async def list_jobs(
         self, *, page_size: int = 100, descending: bool = False, **filters: Any
     ) -> AsyncIterator[Job]:
         cursor = ""
         while True:
-            request = pb.ListJobsRequest(
-                filter=job_filter(**filters), limit=page_size, descending=descending, cursor=cursor
+            jobs, cursor, _ = await self.list_page(
+                cursor=cursor, limit=page_size, descending=descending, **filters
             )
-            response = await self._call(self._stub.ListJobs, request)
-            for message in response.jobs:
-                yield Job.from_pb(message)
-            cursor = response.next_cursor
+            for job in jobs:
+                yield job
             if not cursor:
                 return
 
     async def count_jobs(self, **filters: Any) -> int:
-        return int(
-            (await self._call(self._stub.CountJobs, pb.CountJobsRequest(filter=job_filter(**filters)))).count
-        )
+        return await self._run(calls.count_jobs(filters))
 
     async def update_jobs(self, changes: Mapping[str, Any], **filters: Any) -> ChangeResult:
-        request = pb.UpdateJobsRequest(filter=job_filter(**filters), changes=job_changes(**changes))
-        return ChangeResult.from_pb(await self._call(self._stub.UpdateJobs, request))
+        return await self._run(calls.update_jobs(changes, filters))
 
     async def update_job(self, job_id: int, **changes: Any) -> Job:
         """Change one waiting job (see Client.update_job); the job as it now is."""
-        result = await self.update_jobs(changes, ids=[job_id])
-        if result.rejected:
-            raise from_code_name(result.rejected[0].code, result.rejected[0].message)
-        return await self.get_job(job_id)
+        return await self._drive(calls.update_job(job_id, changes))
 
     async def cancel(self, job_id: int) -> ChangeResult:
         """Cancel one job: see Client.cancel_jobs."""
@@ -227,54 +209,41 @@ class AsyncClient:
 
     async def cancel_jobs(self, **filters: Any) -> ChangeResult:
         """Cancel jobs (see Client.cancel_jobs)."""
-        request = pb.CancelJobsRequest(filter=job_filter(**filters))
-        return ChangeResult.from_pb(await self._call(self._stub.CancelJobs, request))
+        return await self._run(calls.change("CancelJobs", filters))
 
     async def retry_jobs(self, **filters: Any) -> ChangeResult:
         """Run dead jobs again (see Client.retry_jobs)."""
-        request = pb.RetryJobsRequest(filter=job_filter(**filters))
-        return ChangeResult.from_pb(await self._call(self._stub.RetryJobs, request))
+        return await self._run(calls.change("RetryJobs", filters))
 
     async def delete_jobs(self, **filters: Any) -> ChangeResult:
-        request = pb.DeleteJobsRequest(filter=job_filter(**filters))
-        return ChangeResult.from_pb(await self._call(self._stub.DeleteJobs, request))
+        return await self._run(calls.change("DeleteJobs", filters))
 
     async def delete_job(self, job_id: int) -> None:
-        result = await self.delete_jobs(ids=[job_id])
-        if result.rejected:
-            raise from_code_name(result.rejected[0].code, result.rejected[0].message)
+        await self._drive(calls.delete_job(job_id))
 
     async def queues(self) -> list[QueueInfo]:
-        response = await self._call(self._stub.ListQueues, pb.ListQueuesRequest())
-        return [QueueInfo.from_pb(q) for q in response.queues]
+        return await self._run(calls.queues())
 
     async def workers(self) -> list[WorkerInfo]:
         """Every connected worker stream (on every shard), oldest first."""
-        response = await self._call(self._stub.ListWorkers, pb.ListWorkersRequest())
-        return [WorkerInfo.from_pb(w) for w in response.workers]
+        return await self._run(calls.workers())
 
     async def set_cron(self, entries: Iterable[Mapping[str, Any]]) -> list[CronInfo]:
         """Declare periodic jobs (see Client.set_cron)."""
-        request = pb.SetCronRequest(entries=[cron_message(e) for e in entries])
-        return [CronInfo.from_pb(e) for e in (await self._call(self._stub.SetCron, request)).entries]
+        return await self._run(calls.set_cron(entries))
 
     async def pause_cron(self, name: str) -> CronInfo:
-        return await self._change_cron(name, "pause")
+        return await self._run(calls.change_cron(name, "pause"))
 
     async def resume_cron(self, name: str) -> CronInfo:
         """Run again from the next tick (see Client.resume_cron)."""
-        return await self._change_cron(name, "resume")
+        return await self._run(calls.change_cron(name, "resume"))
 
     async def delete_cron(self, name: str) -> CronInfo:
-        return await self._change_cron(name, "delete")
-
-    async def _change_cron(self, name: str, action: str) -> CronInfo:
-        request = pb.ChangeCronRequest(name=name, action=CRON_ACTIONS[action])
-        return CronInfo.from_pb(await self._call(self._stub.ChangeCron, request))
+        return await self._run(calls.change_cron(name, "delete"))
 
     async def cron_entries(self) -> list[CronInfo]:
-        response = await self._call(self._stub.ListCron, pb.ListCronRequest())
-        return [CronInfo.from_pb(e) for e in response.entries]
+        return await self._run(calls.cron_entries())
 
     async def set_queue_limit(
         self,
@@ -286,31 +255,25 @@ class AsyncClient:
         key_max_running: int = 0,
     ) -> QueueInfo:
         """Limit a queue (see Client.set_queue_limit)."""
-        request = limit_request(queue, max_running, rate, burst, key_max_running)
-        return QueueInfo.from_pb(await self._call(self._stub.SetQueueLimit, request))
+        return await self._run(calls.set_queue_limit(queue, max_running, rate, burst, key_max_running))
 
     async def backup(self, path: str, timeout: float = 600.0) -> list[int]:
         """See Client.backup."""
-        try:
-            answer = await self._stub.Backup(pb.BackupRequest(path=path), timeout=timeout)
-        except grpc.aio.AioRpcError as exc:
-            raise from_rpc_error(exc) from None
-        return list(answer.sequences)
+        return await self._run(calls.backup(path, timeout))
 
     async def history(self) -> History:
-        """The last hour of every queue in fixed steps (events and waits), as the dashboard charts
-        it. Kept in the server's memory: it starts empty when the server starts."""
-        return History.from_pb(await self._call(self._stub.History, pb.HistoryRequest()))
+        """The last hour of every queue in fixed steps (see Client.history)."""
+        return await self._run(calls.history())
 
     async def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""
-        return str((await self._call(self._stub.Metrics, pb.MetricsRequest())).text)
+        return await self._run(calls.metrics())
 
     async def pause(self, queue: str) -> QueueInfo:
-        return QueueInfo.from_pb(await self._call(self._stub.PauseQueue, pb.QueueRequest(queue=queue)))
+        return await self._run(calls.pause(queue, True))
 
     async def resume(self, queue: str) -> QueueInfo:
-        return QueueInfo.from_pb(await self._call(self._stub.ResumeQueue, pb.QueueRequest(queue=queue)))
+        return await self._run(calls.pause(queue, False))
 
     def take(self, queues: str | Iterable[str] = "default", *, prefetch: int = 1) -> "OpenTake":
         """`async with client.take(...) as stream:` then iterate for jobs. Over queues of several

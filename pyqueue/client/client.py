@@ -1,19 +1,17 @@
 """`Client`: enqueue jobs, look them up, and take them as a worker."""
 
-import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 import grpc
 
 from pyqueue import defaults, tracing
-from pyqueue.client import codec
+from pyqueue.client import calls, codec
+from pyqueue.client.answers import JobError
 from pyqueue.client.batching import Batcher
 from pyqueue.client.enqueue_stream import StreamedEnqueues
 from pyqueue.client.history import History
@@ -22,22 +20,15 @@ from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
 from pyqueue.client.spec import JobOptions, new_job_message
 from pyqueue.client.steering import (
-    CRON_ACTIONS,
     ChangeResult,
     CronInfo,
     QueueInfo,
     WorkerInfo,
-    job_changes,
-    job_filter,
-    limit_request,
 )
 from pyqueue.client.take import MultiTakeStream, TakeStream
 from pyqueue.errors import (
     FailedPrecondition,
-    JobFailed,
-    ResourceExhausted,
     Unavailable,
-    from_code_name,
     from_rpc_error,
 )
 from pyqueue.v1 import queue_pb2 as pb
@@ -45,57 +36,11 @@ from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = defaults.ADDRESS
 DEFAULT_PRIORITY = defaults.PRIORITY
+T = TypeVar("T")
 
 
 def default_address() -> str:
     return os.environ.get("PYQUEUE_ADDRESS") or DEFAULT_ADDRESS
-
-
-MAX_WAIT_S = 60.0  # one WaitJob call (the server's cap)
-ENDED = ("completed", "dead", "cancelled")
-
-
-def result_of(job: Job, history: "Sequence[JobError]" = ()) -> Any:
-    """A waited-for job's result, or the matching exception (shared by both clients); `history`
-    is the job's error history when it is dead."""
-    if job.status == "completed":
-        if job.result_problem:
-            raise ResourceExhausted(f"job {job.id}: {job.result_problem}")
-        return json.loads(job._result) if job._result else None
-    if job.status == "cancelled":
-        raise JobFailed(job.id, "cancelled by request", "Cancelled")
-    if job.status == "dead":
-        last = history[-1] if history else None
-        raise JobFailed(
-            job.id, last.message if last else "no error recorded", last.error_type if last else ""
-        )
-    raise TimeoutError(f"job {job.id} is still {job.status}")
-
-
-def cron_message(entry: Mapping[str, Any]) -> pb.CronEntry:
-    """A CronEntry from a mapping with `name`, `schedule`, `job` (a job spec, as for enqueue_many)
-    and optionally `timezone` (IANA; default UTC)."""
-    unknown = set(entry) - {"name", "schedule", "timezone", "job"}
-    if unknown:
-        raise TypeError(f"unknown periodic job fields: {', '.join(sorted(unknown))}")
-    return pb.CronEntry(
-        name=entry["name"],
-        schedule=entry["schedule"],
-        timezone=entry.get("timezone") or "UTC",
-        job=new_job_message(entry["job"]),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class JobError:
-    """One failed attempt in a job's error history."""
-
-    attempt: int
-    at: datetime
-    kind: str  # "error", "timeout" or "lost"
-    message: str
-    error_type: str
-    backtrace: str
 
 
 # A shard that is gone (UNAVAILABLE) or a queue that moved (FAILED_PRECONDITION from a shard).
@@ -107,12 +52,6 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 10_000),
 ]
-
-
-def error_from_pb(e: pb.JobError) -> "JobError":
-    return JobError(
-        e.attempt, datetime.fromtimestamp(e.at_ms / 1000, UTC), e.kind, e.message, e.error_type, e.backtrace
-    )
 
 
 def jobs_from(
@@ -262,41 +201,44 @@ class Client:
     def _send_to(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
         return list(self._call(self.routes.stub(shard).Enqueue, pb.EnqueueRequest(jobs=messages)).jobs)
 
+    # Every call but enqueue and take is written once, in client/calls.py; these carry them.
+    def _run(self, call: calls.Call[T]) -> T:
+        stub = self.routes.for_job(call.job_id) if call.job_id is not None else self._stub
+        timeout = call.timeout if call.timeout is not None else self.timeout + call.extra_timeout
+        return call.read(self._call(getattr(stub, call.method), call.request, timeout))
+
+    def _drive(self, steps: calls.Steps[T]) -> T:
+        """Run a method of several calls: each answer goes back to it, until it returns."""
+        try:
+            call = next(steps)
+            while True:
+                call = steps.send(self._run(call))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
     def get_job(self, job_id: int) -> Job:
-        job = Job.from_pb(self._call(self.routes.for_job(job_id).GetJob, pb.GetJobRequest(id=job_id)))
+        job = self._run(calls.get_job(job_id))
         job._client = self
         return job
 
     def wait_job(self, job_id: int, timeout: float | None = None) -> Job:
         """The job once it is completed or dead, or as it is after `timeout` seconds (None: no
         limit). The server answers when the job ends (a long wait, one call a minute at most)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        stub = self.routes.for_job(job_id)
-        while True:
-            left = MAX_WAIT_S if deadline is None else max(0.0, min(MAX_WAIT_S, deadline - time.monotonic()))
-            request = pb.WaitJobRequest(id=job_id, timeout_ms=int(left * 1000))
-            try:
-                job = Job.from_pb(stub.WaitJob(request, timeout=left + self.timeout))
-            except grpc.RpcError as exc:
-                raise from_rpc_error(exc) from None
-            if job.status in ENDED or (deadline is not None and time.monotonic() >= deadline):
-                return job
+        return self._drive(calls.wait_job(job_id, timeout))
 
     def result(self, job_id: int, timeout: float | None = None) -> Any:
         """The job's result once it completed (see Job.result); JobFailed if it is dead,
         TimeoutError if it has not ended within `timeout` seconds."""
-        job = self.wait_job(job_id, timeout)
-        return result_of(job, self.job_errors(job_id) if job.status == "dead" else ())
+        return self._drive(calls.result(job_id, timeout))
 
     def job_errors(self, job_id: int) -> list[JobError]:
         """The job's error history, one entry per failed attempt, oldest first."""
-        response = self._call(self.routes.for_job(job_id).ListErrors, pb.ListErrorsRequest(id=job_id))
-        return [error_from_pb(e) for e in response.errors]
+        return self._run(calls.job_errors(job_id))
 
     # Seeing and steering.
-    def _call(self, method: Any, request: Any) -> Any:
+    def _call(self, method: Any, request: Any, timeout: float | None = None) -> Any:
         try:
-            return method(request, timeout=self.timeout)
+            return method(request, timeout=timeout if timeout is not None else self.timeout)
         except grpc.RpcError as exc:
             if exc.code() in MOVED_CODES and self._routes.sharded:
                 self._forget_routes()
@@ -318,11 +260,7 @@ class Client:
         self, *, cursor: str = "", limit: int = 50, descending: bool = False, **filters: Any
     ) -> tuple[list[Job], str, str]:
         """One page: (jobs, next_cursor, prev_cursor); empty cursors mean nothing further that way."""
-        request = pb.ListJobsRequest(
-            filter=job_filter(**filters), limit=limit, descending=descending, cursor=cursor
-        )
-        response = self._call(self._stub.ListJobs, request)
-        return [Job.from_pb(j) for j in response.jobs], response.next_cursor, response.prev_cursor
+        return self._run(calls.list_page(cursor, limit, descending, filters))
 
     def list_jobs(self, *, page_size: int = 100, descending: bool = False, **filters: Any) -> Iterator[Job]:
         """Every job matching the filters (see steering.job_filter), by id, following the cursor."""
@@ -334,20 +272,16 @@ class Client:
                 return
 
     def count_jobs(self, **filters: Any) -> int:
-        return int(self._call(self._stub.CountJobs, pb.CountJobsRequest(filter=job_filter(**filters))).count)
+        return self._run(calls.count_jobs(filters))
 
     def update_jobs(self, changes: Mapping[str, Any], **filters: Any) -> ChangeResult:
         """Change every waiting job the filters select; jobs in flight, completed or dead are refused."""
-        request = pb.UpdateJobsRequest(filter=job_filter(**filters), changes=job_changes(**changes))
-        return ChangeResult.from_pb(self._call(self._stub.UpdateJobs, request))
+        return self._run(calls.update_jobs(changes, filters))
 
     def update_job(self, job_id: int, **changes: Any) -> Job:
         """Change one waiting job (queue, priority, run_at, max_retries, backoff, keep_completed,
         payload); run_at=None makes a scheduled job ready. Returns the job as it now is."""
-        result = self.update_jobs(changes, ids=[job_id])
-        if result.rejected:
-            raise from_code_name(result.rejected[0].code, result.rejected[0].message)
-        return self.get_job(job_id)
+        return self._drive(calls.update_job(job_id, changes))
 
     def cancel(self, job_id: int) -> ChangeResult:
         """Cancel one job: see `cancel_jobs`."""
@@ -358,81 +292,61 @@ class Client:
         job is cancelled at once. A running one is told on its worker's stream (an async handler
         is cancelled; a sync one sees `pyqueue.current_job().cancelled`) and ends CANCELLED at its
         next answer, never retried. Ended jobs are refused."""
-        return ChangeResult.from_pb(
-            self._call(self._stub.CancelJobs, pb.CancelJobsRequest(filter=job_filter(**filters)))
-        )
+        return self._run(calls.change("CancelJobs", filters))
 
     def retry_jobs(self, **filters: Any) -> ChangeResult:
         """Run dead jobs again (by ids, or the dead jobs matching the filters): ready at once,
         their error history kept, their retries granted again. Jobs not dead are refused."""
-        return ChangeResult.from_pb(
-            self._call(self._stub.RetryJobs, pb.RetryJobsRequest(filter=job_filter(**filters)))
-        )
+        return self._run(calls.change("RetryJobs", filters))
 
     def delete_jobs(self, **filters: Any) -> ChangeResult:
-        return ChangeResult.from_pb(
-            self._call(self._stub.DeleteJobs, pb.DeleteJobsRequest(filter=job_filter(**filters)))
-        )
+        return self._run(calls.change("DeleteJobs", filters))
 
     def delete_job(self, job_id: int) -> None:
-        result = self.delete_jobs(ids=[job_id])
-        if result.rejected:
-            raise from_code_name(result.rejected[0].code, result.rejected[0].message)
+        self._drive(calls.delete_job(job_id))
 
     def queues(self) -> list[QueueInfo]:
         """Every queue with its job count per status, and whether it is paused."""
-        return [
-            QueueInfo.from_pb(q) for q in self._call(self._stub.ListQueues, pb.ListQueuesRequest()).queues
-        ]
+        return self._run(calls.queues())
 
     def workers(self) -> list[WorkerInfo]:
         """Every connected worker stream (on every shard), oldest first."""
-        response = self._call(self._stub.ListWorkers, pb.ListWorkersRequest())
-        return [WorkerInfo.from_pb(w) for w in response.workers]
+        return self._run(calls.workers())
 
     # Periodic jobs.
     def set_cron(self, entries: Iterable[Mapping[str, Any]]) -> list[CronInfo]:
         """Declare periodic jobs, kept and timed by the server (see `cron_message` for the fields).
         Idempotent: an entry that exists gets the new schedule, timezone and job, and keeps
         whether it is paused and its last run."""
-        request = pb.SetCronRequest(entries=[cron_message(e) for e in entries])
-        return [CronInfo.from_pb(e) for e in self._call(self._stub.SetCron, request).entries]
+        return self._run(calls.set_cron(entries))
 
     def cron_entries(self) -> list[CronInfo]:
         """Every periodic job, with its next and last run."""
-        return [CronInfo.from_pb(e) for e in self._call(self._stub.ListCron, pb.ListCronRequest()).entries]
+        return self._run(calls.cron_entries())
 
     def pause_cron(self, name: str) -> CronInfo:
-        return self._change_cron(name, "pause")
+        return self._run(calls.change_cron(name, "pause"))
 
     def resume_cron(self, name: str) -> CronInfo:
         """Run again from the next tick (the ticks missed while paused are not caught up)."""
-        return self._change_cron(name, "resume")
+        return self._run(calls.change_cron(name, "resume"))
 
     def delete_cron(self, name: str) -> CronInfo:
-        return self._change_cron(name, "delete")
-
-    def _change_cron(self, name: str, action: str) -> CronInfo:
-        request = pb.ChangeCronRequest(name=name, action=CRON_ACTIONS[action])
-        return CronInfo.from_pb(self._call(self._stub.ChangeCron, request))
+        return self._run(calls.change_cron(name, "delete"))
 
     def backup(self, path: str, timeout: float = 600.0) -> list[int]:
         """Have the server copy its store into `path`, a new directory on the server's machine
         (absolute); the sequence each shard's copy ends at. `pyqueue restore` puts it back."""
-        try:
-            answer = self._stub.Backup(pb.BackupRequest(path=path), timeout=timeout)
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from None
-        return list(answer.sequences)
+        return self._run(calls.backup(path, timeout))
 
     def history(self) -> History:
         """The last hour of every queue in fixed steps (events and waits), as the dashboard charts
         it. Kept in the server's memory: it starts empty when the server starts."""
-        return History.from_pb(self._call(self._stub.History, pb.HistoryRequest()))
+        return self._run(calls.history())
 
     def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""
-        return str(self._call(self._stub.Metrics, pb.MetricsRequest()).text)
+        return self._run(calls.metrics())
 
     def set_queue_limit(
         self,
@@ -448,15 +362,14 @@ class Client:
         worth), and at most `key_max_running` in flight per limit key (jobs enqueued with
         `limit_key`). A limited job stays ready and is delivered the moment it is allowed.
         Calling again replaces the limits; all zero (the defaults) clears them."""
-        request = limit_request(queue, max_running, rate, burst, key_max_running)
-        return QueueInfo.from_pb(self._call(self._stub.SetQueueLimit, request))
+        return self._run(calls.set_queue_limit(queue, max_running, rate, burst, key_max_running))
 
     def pause(self, queue: str) -> QueueInfo:
         """Keep taking enqueues for `queue`, but deliver nothing until `resume` (survives restarts)."""
-        return QueueInfo.from_pb(self._call(self._stub.PauseQueue, pb.QueueRequest(queue=queue)))
+        return self._run(calls.pause(queue, True))
 
     def resume(self, queue: str) -> QueueInfo:
-        return QueueInfo.from_pb(self._call(self._stub.ResumeQueue, pb.QueueRequest(queue=queue)))
+        return self._run(calls.pause(queue, False))
 
     def take(self, queues: str | Iterable[str] = "default", *, prefetch: int = 1) -> TakeStream:
         """Open a Take stream; use as a context manager and iterate it for jobs. Over queues of

@@ -111,3 +111,17 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
     if spec.get("headers"):
         message.headers.update(spec["headers"])
     return message
+
+
+def cron_message(entry: Mapping[str, Any]) -> pb.CronEntry:
+    """A CronEntry from a mapping with `name`, `schedule`, `job` (a job spec, as for enqueue_many)
+    and optionally `timezone` (IANA; default UTC)."""
+    unknown = set(entry) - {"name", "schedule", "timezone", "job"}
+    if unknown:
+        raise TypeError(f"unknown periodic job fields: {', '.join(sorted(unknown))}")
+    return pb.CronEntry(
+        name=entry["name"],
+        schedule=entry["schedule"],
+        timezone=entry.get("timezone") or "UTC",
+        job=new_job_message(entry["job"]),
+    )

@@ -10,11 +10,11 @@ from pyqueue.client.aio_take import AsyncTakeStream
 from pyqueue.client.client import Client
 from pyqueue.client.take import TakeStream
 
-# name -> why only one side has it (debt to pay with one client core: issue #33)
+# name -> why only one side has it (each call is written once, in client/calls.py; these are the
+# transports' own)
 ONLY_SYNC = {
     Client: {
         "enqueue_calls": "the sync client's many-threads batching statistics",
-        "list_page": "the dashboard's page of jobs (sync HTTP handlers)",
     },
     TakeStream: {},
 }
