@@ -7,17 +7,18 @@ that resolve when the server has committed them.
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import grpc
 import grpc.aio
 
 from pyqueue.client.identity import identity
-from pyqueue.client.job import STATUS_NAMES, Job
+from pyqueue.client.job import Job
 from pyqueue.client.outbox import CLOSE, DRAINED, Acked, Started, drain
 from pyqueue.client.per_shard import PerShard
-from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
+from pyqueue.client.take_core import Answers, read
+from pyqueue.errors import PyQueueError, Unavailable, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -33,8 +34,10 @@ class AsyncTakeStream:
     ) -> None:
         self._outbox: asyncio.Queue[Any] = asyncio.Queue()
         self._jobs: asyncio.Queue[Job | None] = jobs if jobs is not None else asyncio.Queue()
-        self._acks: dict[int, asyncio.Future[None]] = {}
-        self._fails: dict[int, asyncio.Future[str]] = {}
+        loop = asyncio.get_running_loop()
+        self._answers: Answers[asyncio.Future[None], asyncio.Future[str]] = Answers(
+            loop.create_future, loop.create_future
+        )
         self._error: PyQueueError | None = None
         self._closed = False
         self._stopping = False  # the server is stopping: start nothing more
@@ -70,55 +73,36 @@ class AsyncTakeStream:
             if drained.closing:
                 return
 
-    async def _read(self) -> None:  # noqa: C901 - the twin of take.py's; both go into one core (#33)
+    async def _read(self) -> None:
         try:
             async for response in self._call:
                 self.last_heard = time.monotonic()
                 if not self._heard.is_set():
                     self._heard.set()
-                kind = response.WhichOneof("kind")
-                if kind == "jobs":
-                    if response.jobs.HasField("ack_result"):  # answers that came with the jobs
-                        self._answered(response.jobs.ack_result)
-                    for message in response.jobs.jobs:
-                        self._jobs.put_nowait(Job.from_pb(message))
-                elif kind == "ack_result":
-                    self._answered(response.ack_result)
-                elif kind == "fail_result":
-                    for outcome in response.fail_result.failed:
-                        _resolve(
-                            self._fails.pop(outcome.id, None), STATUS_NAMES.get(outcome.status, "unknown")
-                        )
-                    for r in response.fail_result.rejected:
-                        _reject(self._fails.pop(r.id, None), from_code_name(r.code, r.message))
-                elif kind == "cancel":
-                    self._cancelled_jobs(list(response.cancel.ids))
-                elif kind == "stopping":
-                    self._stopping = True  # one event loop: no start can slip in between
-                    self._outbox.put_nowait(DRAINED)
+                read(response, self._answers, self)
         except grpc.aio.AioRpcError as exc:
             if not self._closed:
                 self._error = from_rpc_error(exc)
         except asyncio.CancelledError:
             pass
         finally:
-            failure = self._error or Unavailable("the take stream ended")
-            pending: list[asyncio.Future[Any]] = [*self._acks.values(), *self._fails.values()]
-            for future in pending:
-                _reject(future, failure)
-            self._acks.clear()
-            self._fails.clear()
+            self._answers.end(self._error or Unavailable("the take stream ended"))
             # Jobs delivered on it and not taken yet can no longer be started or answered: the
             # server hands them back (released), so they must not run here.
             while not self._jobs.empty():
                 self._jobs.get_nowait()
             self._jobs.put_nowait(None)
 
-    def _answered(self, result: pb.AckResult) -> None:
-        for job_id in result.acked:
-            _resolve(self._acks.pop(job_id, None), None)
-        for r in result.rejected:
-            _reject(self._acks.pop(r.id, None), from_code_name(r.code, r.message))
+    def _on_jobs(self, jobs: Iterable[pb.Job]) -> None:
+        for message in jobs:
+            self._jobs.put_nowait(Job.from_pb(message))
+
+    def _on_cancel(self, job_ids: list[int]) -> None:
+        self._cancelled_jobs(job_ids)
+
+    def _on_stopping(self) -> None:
+        self._stopping = True  # one event loop: no start can slip in between
+        self._outbox.put_nowait(DRAINED)
 
     def _check_open(self) -> None:
         if self._error is not None:
@@ -129,11 +113,9 @@ class AsyncTakeStream:
     def ack(self, job: Job, result: bytes | None = None) -> "asyncio.Future[None]":
         """Complete the job; `result` is its return value as JSON (kept if the job asked for it)."""
         self._check_open()
-        if job.id in self._acks:  # answered already: the same answer
-            return self._acks[job.id]
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._acks[job.id] = future
-        self._outbox.put_nowait(Acked(job.id, job.lease, result))
+        future, new = self._answers.ack(job.id)
+        if new:  # else answered already: the same answer
+            self._outbox.put_nowait(Acked(job.id, job.lease, result))
         return future
 
     def fail(
@@ -147,10 +129,9 @@ class AsyncTakeStream:
         retry_at_ms: int = 0,
     ) -> "asyncio.Future[str]":
         self._check_open()
-        if job.id in self._fails:
-            return self._fails[job.id]
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._fails[job.id] = future
+        future, new = self._answers.fail(job.id)
+        if not new:
+            return future
         self._outbox.put_nowait(
             pb.Failure(
                 id=job.id,
@@ -316,11 +297,6 @@ def _nothing() -> None:
 def _resolve(future: "asyncio.Future[Any] | None", value: Any) -> None:
     if future is not None and not future.done():
         future.set_result(value)
-
-
-def _reject(future: "asyncio.Future[Any] | None", exc: BaseException) -> None:
-    if future is not None and not future.done():
-        future.set_exception(exc)
 
 
 class AsyncMultiTakeStream(PerShard[AsyncTakeStream], AsyncTakeStream):

@@ -8,17 +8,18 @@ it is alive: a stream that hears nothing for `stale_after_s` is treated as dead.
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
 import grpc
 
 from pyqueue.client.identity import identity
-from pyqueue.client.job import STATUS_NAMES, Job
+from pyqueue.client.job import Job
 from pyqueue.client.outbox import CLOSE, DRAINED, Acked, Started, drain
 from pyqueue.client.per_shard import PerShard
-from pyqueue.errors import PyQueueError, Unavailable, from_code_name, from_rpc_error
+from pyqueue.client.take_core import Answers, read
+from pyqueue.errors import PyQueueError, Unavailable, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -38,8 +39,7 @@ class TakeStream:
     ) -> None:
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._jobs: queue.SimpleQueue[Any] = jobs if jobs is not None else queue.SimpleQueue()
-        self._acks: dict[int, Future[None]] = {}
-        self._fails: dict[int, Future[str]] = {}
+        self._answers: Answers[Future[None], Future[str]] = Answers(Future, Future)
         self._lock = threading.Lock()
         self._error: PyQueueError | None = None
         self._closed = False
@@ -76,13 +76,10 @@ class TakeStream:
 
     def ack(self, job: Job, result: bytes | None = None) -> "Future[None]":
         """Complete the job; `result` is its return value as JSON (kept if the job asked for it)."""
-        with self._lock:
-            self._check_open()
-            if job.id in self._acks:  # answered already: the same answer
-                return self._acks[job.id]
-            future: Future[None] = Future()
-            self._acks[job.id] = future
-        self._outbox.put(Acked(job.id, job.lease, result))
+        self._check_open()
+        future, new = self._answers.ack(job.id)
+        if new:  # else answered already: the same answer
+            self._outbox.put(Acked(job.id, job.lease, result))
         return future
 
     def extend(self, jobs: list[Job], extend_ms: int = 0) -> None:
@@ -128,12 +125,10 @@ class TakeStream:
         backtrace: str = "",
         retry_at_ms: int = 0,
     ) -> "Future[str]":
-        with self._lock:
-            self._check_open()
-            if job.id in self._fails:
-                return self._fails[job.id]
-            future: Future[str] = Future()
-            self._fails[job.id] = future
+        self._check_open()
+        future, new = self._answers.fail(job.id)
+        if not new:
+            return future
         self._outbox.put(
             pb.Failure(
                 id=job.id,
@@ -154,41 +149,16 @@ class TakeStream:
             raise Unavailable("the take stream is closed")
 
     # Incoming.
-    def _read(self) -> None:  # noqa: C901 - the twin of aio_take.py's; both go into one core (#33)
+    def _read(self) -> None:
         try:
             for response in self._call:
                 self.last_heard = time.monotonic()
-                kind = response.WhichOneof("kind")
-                if kind == "jobs":
-                    for message in response.jobs.jobs:
-                        self._jobs.put(Job.from_pb(message, self))
-                elif kind == "ack_result":
-                    self._settle(self._acks, response.ack_result.acked, response.ack_result.rejected, None)
-                elif kind == "fail_result":
-                    with self._lock:
-                        done = [(o.id, self._fails.pop(o.id, None)) for o in response.fail_result.failed]
-                    for job_id, future in done:
-                        if future is not None:
-                            future.set_result(STATUS_NAMES.get(_status_of(response, job_id), "unknown"))
-                    self._settle(self._fails, [], response.fail_result.rejected, None)
-                elif kind == "cancel":
-                    self._cancelled_jobs(list(response.cancel.ids))
-                elif kind == "stopping":
-                    with self._lock:
-                        self._stopping = True
-                        self._outbox.put(DRAINED)
+                read(response, self._answers, self)
         except grpc.RpcError as exc:
             if not self._closed:
                 self._error = from_rpc_error(exc)
         finally:
-            failure = self._error or Unavailable("the take stream ended")
-            with self._lock:
-                pending: list[Future[Any]] = [*self._acks.values(), *self._fails.values()]
-                self._acks.clear()
-                self._fails.clear()
-            for future in pending:
-                if not future.done():
-                    future.set_exception(failure)
+            self._answers.end(self._error or Unavailable("the take stream ended"))
             # Jobs delivered on it and not taken yet can no longer be started or answered: the
             # server hands them back (released), so they must not run here.
             while True:
@@ -198,16 +168,17 @@ class TakeStream:
                     break
             self._jobs.put(_END)
 
-    def _settle(self, futures: dict[int, Any], done: Any, rejected: Any, result: Any) -> None:
-        with self._lock:
-            settled = [(job_id, futures.pop(job_id, None)) for job_id in done]
-            refused = [(r, futures.pop(r.id, None)) for r in rejected]
-        for _, future in settled:
-            if future is not None:
-                future.set_result(result)
-        for rejection, future in refused:
-            if future is not None:
-                future.set_exception(from_code_name(rejection.code, rejection.message))
+    def _on_jobs(self, jobs: Iterable[pb.Job]) -> None:
+        for message in jobs:
+            self._jobs.put(Job.from_pb(message, self))
+
+    def _on_cancel(self, job_ids: list[int]) -> None:
+        self._cancelled_jobs(job_ids)
+
+    def _on_stopping(self) -> None:
+        with self._lock:  # against _start: no start may be queued after `drained`
+            self._stopping = True
+            self._outbox.put(DRAINED)
 
     # The worker's view.
     def next(self, timeout: float | None = None, *, confirm_start: bool = False) -> Job | None:
@@ -287,13 +258,6 @@ class TakeStream:
 
 def _nothing() -> None:
     pass
-
-
-def _status_of(response: pb.TakeResponse, job_id: int) -> int:
-    for outcome in response.fail_result.failed:
-        if outcome.id == job_id:
-            return outcome.status
-    return 0
 
 
 class MultiTakeStream(PerShard[TakeStream], TakeStream):
