@@ -3,14 +3,14 @@
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pyqueue import defaults
 from pyqueue.cli.logs import log_options, setup_logging
+from pyqueue.cli.serve_flags import ServeFlags
 from pyqueue.cli.serve_security import (
-    advertised_host,
     check_exposure,
     check_tls_files,
     security_options,
@@ -205,106 +205,41 @@ def check_server_installed() -> None:
 )
 @security_options
 @log_options
-def serve(
-    data_dir: Path,
-    init: bool,
-    listen: str,
-    commit_mode: str,
-    heartbeat_s: float,
-    worker_timeout_s: float,
-    max_payload_bytes: int,
-    max_jobs_per_enqueue: int,
-    max_name_length: int,
-    max_prefetch: int,
-    max_streams: int,
-    max_streams_per_connection: int,
-    max_connections: int | None,
-    max_stream_bytes: int,
-    max_http_connections: int | None,
-    max_http_body_bytes: int,
-    http_read_timeout: float,
-    max_retries: int,
-    backoff: tuple[float, float, float],
-    max_worker_losses: int,
-    max_unknown_handbacks: int,
-    keep_completed: float,
-    keep_dead: float,
-    min_free_bytes: int,
-    shards: int,
-    shard_index: int,
-    shard_count: int,
-    topology_file: Path | None,
-    summary_every: float,
-    http_listen: str,
-    tls_cert: Path | None,
-    tls_key: Path | None,
-    tls_client_ca: Path | None,
-    auth_file: Path | None,
-    advertise: str | None,
-    unique_across_queues: bool,
-    unique_per_queue: bool,
-    http_allow_hosts: tuple[str, ...],
-    insecure: bool,
-    log_level: str,
-    log_format: str,
-) -> None:
+def serve(**flags: Any) -> None:
     """Run the server on an embedded store in DATA_DIR."""
+    run(ServeFlags(**flags))
+
+
+def run(f: ServeFlags) -> None:
     check_server_installed()
-    check_tls_files(tls_cert, tls_key, tls_client_ca)
-    check_exposure(listen, http_listen, tls_cert is not None, auth_file, insecure)
-    from pyqueue.engine.limits import Limits
-    from pyqueue.engine.retry import RetryPolicy
-    from pyqueue.server import ServerConfig
+    check_tls_files(f.tls_cert, f.tls_key, f.tls_client_ca)
+    check_exposure(f.listen, f.http_listen, f.tls_cert is not None, f.auth_file, f.insecure)
     from pyqueue.server import serve as run_server
     from pyqueue.server.auth import Authority
-    from pyqueue.server.config import TlsFiles
+    from pyqueue.server.descriptors import raise_limit
     from pyqueue.tokens import AuthFileError
 
-    setup_logging(log_level, log_format)
-    if auth_file is not None:
+    setup_logging(f.log_level, f.log_format)
+    if f.auth_file is not None:
         try:
-            Authority.load(auth_file)  # say what is wrong with it now, not in every shard
+            Authority.load(f.auth_file)  # say what is wrong with it now, not in every shard
         except AuthFileError as exc:
             raise click.UsageError(str(exc)) from None
-    tls = TlsFiles(tls_cert, tls_key, tls_client_ca) if tls_cert and tls_key else None
-    host = advertised_host(listen, advertise)
-    from pyqueue.server.descriptors import connection_cap, http_connection_cap, raise_limit
-    from pyqueue.server.http_limits import HttpLimits
-
-    limit = raise_limit()
-    connections = max_connections or connection_cap(limit)
-    http_limits = HttpLimits(
-        max_connections=max_http_connections or http_connection_cap(limit),
-        max_body_bytes=max_http_body_bytes,
-        read_timeout_s=http_read_timeout,
-        max_jobs=max_jobs_per_enqueue,
-    )
-    if unique_across_queues and max(shards if shard_count == 1 else 1, shard_count) > 1:
+    if f.unique_across_queues and max(f.shards if f.shard_count == 1 else 1, f.shard_count) > 1:
         raise click.UsageError(
             "--unique-across-queues needs --shards 1: each shard keeps the keys of its own queues, "
             "so a key cannot hold across queues on several shards"
         )
-    if shards > 1 and shard_count == 1:
-        _supervise(
-            data_dir,
-            listen,
-            shards,
-            shard_args(sys.argv),
-            ServerConfig(
-                init=init,
-                worker_timeout_s=worker_timeout_s,
-                max_connections=connections,
-                http=http_limits,
-                http_listen=http_listen,
-                auth_file=auth_file,
-                tls=tls,
-                advertise=host,
-                http_allow_hosts=http_allow_hosts,
-            ),
-        )
+    config = f.server_config(raise_limit())
+    if f.shards > 1 and f.shard_count == 1:
+        _supervise(f.data_dir, f.listen, f.shards, shard_args(sys.argv), config)
         return
-    layout = data_dir / "cluster.json"
-    if shard_count == 1 and layout.exists():
+    _refuse_a_sharded_store(f.data_dir, f.shard_count)
+    run_server(config)
+
+
+def _refuse_a_sharded_store(data_dir: Path, shard_count: int) -> None:
+    if shard_count == 1 and (data_dir / "cluster.json").exists():
         from pyqueue.cluster.metadata import MetadataError
         from pyqueue.server.supervisor import read_cluster
 
@@ -313,49 +248,6 @@ def serve(
         except MetadataError as exc:
             raise SystemExit(str(exc)) from None
         raise SystemExit(f"{data_dir} holds {count} shards; start it with --shards {count}")
-    limits = Limits(
-        max_payload_bytes=max_payload_bytes,
-        max_jobs_per_enqueue=max_jobs_per_enqueue,
-        max_name_length=max_name_length,
-        max_prefetch=max_prefetch,
-        max_streams=max_streams,
-        max_streams_per_connection=max_streams_per_connection,
-        max_stream_bytes=max_stream_bytes,
-    )
-    run_server(
-        ServerConfig(
-            data_dir=data_dir,
-            init=init,
-            listen=listen,
-            commit_mode=commit_mode,
-            heartbeat_s=heartbeat_s,
-            worker_timeout_s=worker_timeout_s,
-            max_connections=connections,
-            http=http_limits,
-            limits=limits,
-            min_free_bytes=min_free_bytes,
-            shard_index=shard_index,
-            shard_count=shard_count,
-            topology_file=topology_file,
-            summary_s=summary_every,
-            http_listen=http_listen,
-            auth_file=auth_file,
-            tls=tls,
-            advertise=host,
-            http_allow_hosts=http_allow_hosts,
-            unique_per_queue=not unique_across_queues,
-            retry=RetryPolicy(
-                max_retries=max_retries,
-                base_s=backoff[0],
-                exponent=backoff[1],
-                jitter_s=backoff[2],
-                max_worker_losses=max_worker_losses,
-                max_unknown_handbacks=max_unknown_handbacks,
-                keep_completed_ms=int(keep_completed * 1000),
-                keep_dead_ms=int(keep_dead * 1000),
-            ),
-        )
-    )
 
 
 _OWN = {"--data-dir", "--listen", "--shards", "--http-listen", "--advertise"}
