@@ -12,6 +12,7 @@ from pyqueue.engine.errors import (
 )
 from pyqueue.engine.limits import Limits
 from pyqueue.engine.model import Failure, JobView, NewJob, Outcome, Rejection
+from pyqueue.store.records import Status  # a job's status, as the engine's callers name it
 
 __all__ = [
     "Engine",
@@ -27,4 +28,5 @@ __all__ = [
     "Outcome",
     "Rejection",
     "ResourceExhausted",
+    "Status",
 ]

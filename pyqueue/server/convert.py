@@ -5,6 +5,7 @@ from collections.abc import Callable
 import grpc
 
 from pyqueue._native import encode_push, encode_refusals
+from pyqueue.engine import Status
 from pyqueue.engine.cron_entry import CronEntry
 from pyqueue.engine.errors import InvalidArgument
 from pyqueue.engine.model import (
@@ -19,7 +20,6 @@ from pyqueue.engine.model import (
 from pyqueue.engine.query import Bounds, JobFilter
 from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.engine.retry import JobOptions
-from pyqueue.store.records import Status
 from pyqueue.v1 import queue_pb2 as pb
 
 

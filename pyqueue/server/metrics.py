@@ -13,9 +13,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from pyqueue.engine import Engine
+from pyqueue.engine import Engine, Status
 from pyqueue.engine.telemetry import EVENTS, Histogram
-from pyqueue.store.records import Status
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

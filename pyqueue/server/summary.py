@@ -9,9 +9,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyqueue.engine import Engine
+from pyqueue.engine import Engine, Status
 from pyqueue.engine.services import Service
-from pyqueue.store.records import Status
 
 log = logging.getLogger("pyqueue.server")
 
