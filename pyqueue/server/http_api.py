@@ -25,7 +25,7 @@ from pyqueue.errors import PyQueueError
 from pyqueue.errors import ResourceExhausted as PyQueueResourceExhausted
 from pyqueue.server.http_answers import StartResponse, error_answer, json_answer
 from pyqueue.server.http_clients import TokenClients
-from pyqueue.server.http_limits import HttpLimits, parse_jobs, read_body
+from pyqueue.server.http_limits import HttpLimits, body_chunks, parse_jobs
 
 _JOB = re.compile(r"^/v1/jobs/([0-9]+)$")
 FIELDS = JOB_FIELDS  # what a job spec takes, as the Python client's enqueue_many
@@ -89,16 +89,12 @@ class JobsApi:
                 f"the body must be JSON, sent with Content-Type: application/json (it was {kind or 'not given'!r})"
             )
         try:
-            raw = read_body(environ["wsgi.input"], environ.get("CONTENT_LENGTH"), self.limits)
+            chunks = body_chunks(environ["wsgi.input"], environ.get("CONTENT_LENGTH"), self.limits)
+            body = parse_jobs(chunks, self.limits.max_jobs)
         except InvalidArgument as exc:  # a bad or lying Content-Length, a body that trickles
             time.sleep(self.limits.refusal_pause_s)
             raise BadRequest(str(exc)) from None
-        except ResourceExhausted as exc:
-            time.sleep(self.limits.refusal_pause_s)
-            raise PyQueueResourceExhausted(str(exc)) from None
-        try:
-            body = parse_jobs(raw or b"null", self.limits.max_jobs)
-        except ResourceExhausted as exc:
+        except ResourceExhausted as exc:  # too big, or too many jobs (the rest is never read)
             time.sleep(self.limits.refusal_pause_s)
             raise PyQueueResourceExhausted(str(exc)) from None
         except RecursionError:

@@ -5,6 +5,7 @@ trickle a body, how big a body may be, and how many jobs one may hold. Every bou
 import codecs
 import json
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,9 +33,11 @@ class HttpLimits:
     refusal_pause_s: float = 0.1
 
 
-def read_body(stream: "Readable", content_length: str | None, limits: HttpLimits) -> bytearray:
-    """The request body, refused before it is read when its length is missing-but-claimed, bad or
-    over the limit, and refused when it does not arrive whole within the read timeout."""
+def body_chunks(stream: "Readable", content_length: str | None, limits: HttpLimits) -> Iterator[bytes]:
+    """The request body, a chunk at a time, as the parser asks for it: refused at once when its
+    length is bad or over the limit, and while it is read when it does not arrive within the read
+    timeout. A body refused part way (past the job limit) is never read further: the connection
+    closes with the rest unread."""
     try:
         length = int(content_length or 0)
     except ValueError:
@@ -45,62 +48,66 @@ def read_body(stream: "Readable", content_length: str | None, limits: HttpLimits
         raise ResourceExhausted(
             f"the body is {length} bytes; the limit is {limits.max_body_bytes} (--max-http-body-bytes)"
         )
-    deadline = time.monotonic() + limits.read_timeout_s
-    # Read into one buffer (no join: a 16 MiB join held the GIL, every client's, for 10 ms).
-    body, got = bytearray(length), 0
-    view = memoryview(body)
+    return _chunks(stream, length, limits.read_timeout_s)
+
+
+def _chunks(stream: "Readable", length: int, timeout_s: float) -> Iterator[bytes]:
+    late = f"the body did not arrive within {timeout_s:g}s (--http-read-timeout)"
+    deadline = time.monotonic() + timeout_s
+    got = 0
     while got < length:
+        chunk = bytearray(min(CHUNK, length - got))
         try:
-            n = stream.readinto(view[got : got + CHUNK])
+            n = stream.readinto(memoryview(chunk))
         except OSError:  # the connection's read timeout: silent past --http-read-timeout
-            raise InvalidArgument(
-                f"the body did not arrive within {limits.read_timeout_s:g}s (--http-read-timeout)"
-            ) from None
+            raise InvalidArgument(late) from None
         if not n:
             raise InvalidArgument(f"the body ended after {got} of its {length} bytes")
         got += n
         if got < length and time.monotonic() > deadline:
-            raise InvalidArgument(
-                f"the body did not arrive within {limits.read_timeout_s:g}s (--http-read-timeout)"
-            )
-    view.release()
-    return body
+            raise InvalidArgument(late)
+        yield bytes(chunk[:n]) if n < len(chunk) else bytes(chunk)
 
 
 class _Text:
-    """The body's text, decoded a step at a time as parsing needs it, with what is parsed
-    dropped: a body refused past its job limit is decoded only that far, and no step holds the
-    GIL long (decoding 16 MiB at once held it for 9 ms)."""
+    """The body's text, read and decoded a chunk at a time as parsing needs it, with what is
+    parsed dropped: a body refused past its job limit is read and decoded only that far, and no
+    step holds the GIL long (decoding 16 MiB at once held it for 9 ms)."""
 
-    STEP = 1 << 20
+    STEP = 1 << 16  # a body given whole is cut into chunks this long
 
-    def __init__(self, body: bytes | bytearray) -> None:
-        self._body, self._read = body, 0
+    def __init__(self, body: bytes | bytearray | Iterable[bytes]) -> None:
+        if isinstance(body, bytes | bytearray):
+            whole = body
+            body = (bytes(whole[i : i + self.STEP]) for i in range(0, len(whole), self.STEP))
+        self._chunks = iter(body)
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self.text = ""
+        self.whole = False
 
-    @property
-    def whole(self) -> bool:
-        return self._read >= len(self._body)
-
-    def more(self, at: int) -> int:
-        """Decode the next step after dropping text[:at]; returns where `at` now is (0)."""
-        end = self._read + self.STEP
-        self.text = self.text[at:] + self._decoder.decode(
-            self._body[self._read : end], final=end >= len(self._body)
-        )
-        self._read = end
+    def more(self, at: int, at_least: int = 1) -> int:
+        """Drop text[:at], then read and decode chunks until `at_least` more bytes came (or the
+        body ended); returns where `at` now is (0). A value that spans many chunks asks for
+        twice what it has each time, so it is parsed again a few times, not once per chunk."""
+        chunks, got = [], 0
+        while got < at_least:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                self.whole = True
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        self.text = self.text[at:] + self._decoder.decode(b"".join(chunks), final=self.whole)
         return 0
 
 
-def parse_jobs(body: bytes | bytearray, max_jobs: int) -> Any:
+def parse_jobs(body: bytes | bytearray | Iterable[bytes], max_jobs: int) -> Any:
     """The body's JSON: one job, or a list of them decoded one at a time and refused past
     `max_jobs` before the rest are (4.8M jobs in one body took the server to 5.9 GB)."""
     source = _Text(body)
     at = _skip_more(source, 0)
     if not source.text.startswith("[", at):
-        while not source.whole:
-            source.more(0)
+        source.more(0, at_least=1 << 62)  # one value: all of it, in one read
         return json.loads(source.text)  # UnicodeDecodeError is a ValueError: the caller's 400
     decoder = json.JSONDecoder()
     jobs: list[Any] = []
@@ -135,11 +142,11 @@ def _one(decoder: json.JSONDecoder, source: _Text, at: int) -> tuple[Any, int]:
         except json.JSONDecodeError:
             if source.whole:
                 raise
-            at = source.more(at)
+            at = source.more(at, at_least=len(source.text) - at)
             continue
         if end < len(source.text) or source.whole:
             return value, end
-        at = source.more(at)
+        at = source.more(at, at_least=len(source.text) - at)
 
 
 def _skip_more(source: _Text, at: int) -> int:

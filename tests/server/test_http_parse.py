@@ -37,12 +37,29 @@ def test_a_list_past_the_limit_is_refused_before_the_rest_is_decoded(monkeypatch
     decoded = []
     real = http_limits._Text.more
 
-    def counting(self, at):  # type: ignore[no-untyped-def]
+    def counting(self, at, at_least=1):  # type: ignore[no-untyped-def]
         decoded.append(1)
-        return real(self, at)
+        return real(self, at, at_least)
 
     monkeypatch.setattr(http_limits._Text, "more", counting)
     body = json.dumps([{"type": "t"}] * 100_000).encode()  # 1.4 MB
     with pytest.raises(http_limits.ResourceExhausted, match="--max-jobs-per-enqueue"):
         parse_jobs(body, 5)
     assert len(decoded) * 64 < 1000  # a few steps of 64 bytes, not the whole body
+
+
+def test_one_value_across_many_chunks_is_parsed_a_few_times_not_once_a_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(http_limits._Text, "STEP", 16)
+    asked = []
+    real = http_limits._Text.more
+
+    def counting(self, at, at_least=1):  # type: ignore[no-untyped-def]
+        asked.append(at_least)
+        return real(self, at, at_least)
+
+    monkeypatch.setattr(http_limits._Text, "more", counting)
+    body = json.dumps([{"type": "t", "payload": "x" * 100_000}]).encode()  # 6,000 chunks of 16
+    assert parse_jobs(body, 5) == json.loads(body)
+    assert len(asked) < 40  # doubling: about log2(6,000) reads, not 6,000
