@@ -15,15 +15,15 @@ import grpc.aio
 
 from pyqueue.client.identity import identity
 from pyqueue.client.job import Job
-from pyqueue.client.outbox import CLOSE, DRAINED, Acked, Started, drain
+from pyqueue.client.outbox import CLOSE, DRAINED, Started, drain
 from pyqueue.client.per_shard import PerShard
-from pyqueue.client.take_core import Answers, read
+from pyqueue.client.take_core import Answering, Answers, read
 from pyqueue.errors import PyQueueError, Unavailable, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 
-class AsyncTakeStream:
+class AsyncTakeStream(Answering["asyncio.Future[None]", "asyncio.Future[str]"]):
     def __init__(
         self,
         stub: pb_grpc.QueueStub,
@@ -58,6 +58,9 @@ class AsyncTakeStream:
         # grpc's stubs type only the sync call; the aio stub takes and gives async iterators.
         self._call: Any = stub.Take(self._requests(subscribe))  # type: ignore[arg-type]
         self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    def _send(self, item: Any) -> None:
+        self._outbox.put_nowait(item)
 
     async def _requests(self, subscribe: pb.TakeRequest) -> AsyncIterator[pb.TakeRequest]:
         yield subscribe
@@ -103,63 +106,6 @@ class AsyncTakeStream:
     def _on_stopping(self) -> None:
         self._stopping = True  # one event loop: no start can slip in between
         self._outbox.put_nowait(DRAINED)
-
-    def _check_open(self) -> None:
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise Unavailable("the take stream is closed")
-
-    def ack(self, job: Job, result: bytes | None = None) -> "asyncio.Future[None]":
-        """Complete the job; `result` is its return value as JSON (kept if the job asked for it)."""
-        self._check_open()
-        future, new = self._answers.ack(job.id)
-        if new:  # else answered already: the same answer
-            self._outbox.put_nowait(Acked(job.id, job.lease, result))
-        return future
-
-    def fail(
-        self,
-        job: Job,
-        message: str,
-        *,
-        kill: bool = False,
-        error_type: str = "",
-        backtrace: str = "",
-        retry_at_ms: int = 0,
-    ) -> "asyncio.Future[str]":
-        self._check_open()
-        future, new = self._answers.fail(job.id)
-        if not new:
-            return future
-        self._outbox.put_nowait(
-            pb.Failure(
-                id=job.id,
-                lease=job.lease,
-                message=message,
-                kill=kill,
-                error_type=error_type,
-                backtrace=backtrace,
-                retry_at_ms=retry_at_ms,
-            )
-        )
-        return future
-
-    def extend(self, jobs: list[Job], extend_ms: int = 0) -> None:
-        """Move lease deadlines (0: by each job's timeout), never past each attempt's time limit."""
-        self._check_open()
-        self._outbox.put_nowait(
-            pb.Extend(ids=[j.id for j in jobs], leases=[j.lease for j in jobs], extend_ms=extend_ms)
-        )
-
-    def release(self, job: Job, delay_ms: int = 0, *, unknown_type: bool = False) -> None:
-        """Hand back a job not started: no attempt counts; it is ready again (after `delay_ms`).
-        `unknown_type`: this worker has no function for it (the server counts those, and makes
-        the job dead past its --max-unknown-handbacks)."""
-        self._check_open()
-        self._outbox.put_nowait(
-            pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms, unknown_type=unknown_type)
-        )
 
     async def _start_all(self, jobs: list[Job], confirm: bool) -> list[Job]:
         """Tell the server these jobs start; with `confirm`, return once that is on the wire;

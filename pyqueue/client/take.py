@@ -16,9 +16,9 @@ import grpc
 
 from pyqueue.client.identity import identity
 from pyqueue.client.job import Job
-from pyqueue.client.outbox import CLOSE, DRAINED, Acked, Started, drain
+from pyqueue.client.outbox import CLOSE, DRAINED, Started, drain
 from pyqueue.client.per_shard import PerShard
-from pyqueue.client.take_core import Answers, read
+from pyqueue.client.take_core import Answering, Answers, read
 from pyqueue.errors import PyQueueError, Unavailable, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -26,7 +26,7 @@ from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 _END = object()
 
 
-class TakeStream:
+class TakeStream(Answering["Future[None]", "Future[str]"]):
     """Iterate to receive jobs; `job.ack()` / `job.fail()` answer on the same stream."""
 
     def __init__(
@@ -57,6 +57,9 @@ class TakeStream:
         self._reader.start()
 
     # Outgoing.
+    def _send(self, item: Any) -> None:
+        self._outbox.put(item)
+
     def _requests(self, subscribe: pb.TakeRequest) -> Iterator[pb.TakeRequest]:
         yield subscribe
         while True:
@@ -73,30 +76,6 @@ class TakeStream:
                 sent()
             if drained.closing:
                 return
-
-    def ack(self, job: Job, result: bytes | None = None) -> "Future[None]":
-        """Complete the job; `result` is its return value as JSON (kept if the job asked for it)."""
-        self._check_open()
-        future, new = self._answers.ack(job.id)
-        if new:  # else answered already: the same answer
-            self._outbox.put(Acked(job.id, job.lease, result))
-        return future
-
-    def extend(self, jobs: list[Job], extend_ms: int = 0) -> None:
-        """Move the lease deadline of jobs still being worked on (0: by each job's own timeout),
-        never past each attempt's start plus its timeout."""
-        self._check_open()
-        self._outbox.put(
-            pb.Extend(ids=[j.id for j in jobs], leases=[j.lease for j in jobs], extend_ms=extend_ms)
-        )
-
-    def release(self, job: Job, delay_ms: int = 0, *, unknown_type: bool = False) -> None:
-        """Hand back a job not started: no attempt counts; it is ready again (after `delay_ms`).
-        `unknown_type`: this worker has no function for it (see AsyncTakeStream.release)."""
-        self._check_open()
-        self._outbox.put(
-            pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms, unknown_type=unknown_type)
-        )
 
     def _start(self, job: Job, confirm: bool) -> bool:
         """Tell the server the job starts; with `confirm`, return once that is on the wire;
@@ -115,40 +94,6 @@ class TakeStream:
             raise self._error or Unavailable("the take stream ended before the job could start")
         return True
 
-    def fail(
-        self,
-        job: Job,
-        message: str,
-        *,
-        kill: bool = False,
-        error_type: str = "",
-        backtrace: str = "",
-        retry_at_ms: int = 0,
-    ) -> "Future[str]":
-        self._check_open()
-        future, new = self._answers.fail(job.id)
-        if not new:
-            return future
-        self._outbox.put(
-            pb.Failure(
-                id=job.id,
-                lease=job.lease,
-                message=message,
-                error_type=error_type,
-                backtrace=backtrace,
-                kill=kill,
-                retry_at_ms=retry_at_ms,
-            )
-        )
-        return future
-
-    def _check_open(self) -> None:
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise Unavailable("the take stream is closed")
-
-    # Incoming.
     def _read(self) -> None:
         try:
             for response in self._call:

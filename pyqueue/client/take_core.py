@@ -1,5 +1,5 @@
-"""What both Take streams do alike, written once: keep a future for each ack and failure sent,
-and read each message from the server (jobs, the answers to acks and failures, cancels, the
+"""What both Take streams do alike, written once: answer jobs (ack, fail, extend, release), keep
+a future for each ack and failure sent, and read each message from the server (jobs, the answers to acks and failures, cancels, the
 server's stop). The streams are two pumps around it: take.py moves messages on a reader thread
 with concurrent futures, aio_take.py on the event loop with asyncio futures. Both kinds of future
 settle the same way (`set_result`, `set_exception`), so this code does not ask which it holds.
@@ -9,8 +9,9 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from pyqueue.client.job import STATUS_NAMES
-from pyqueue.errors import from_code_name
+from pyqueue.client.job import STATUS_NAMES, Job
+from pyqueue.client.outbox import Acked
+from pyqueue.errors import PyQueueError, Unavailable, from_code_name
 from pyqueue.v1 import queue_pb2 as pb
 
 
@@ -77,6 +78,73 @@ class Answers(Generic[A, F]):
         for future in pending:
             if not future.done():
                 future.set_exception(failure)
+
+
+class Answering(Generic[A, F]):
+    """How a worker answers the jobs of a stream, written once for both: each answer is checked
+    against the stream's state, registered (an ack or failure sent twice is the same answer) and
+    handed to the pump's outbox (`_send`)."""
+
+    _answers: "Answers[A, F]"
+    _error: PyQueueError | None
+    _closed: bool
+
+    def _send(self, item: Any) -> None:
+        raise NotImplementedError
+
+    def _check_open(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise Unavailable("the take stream is closed")
+
+    def ack(self, job: Job, result: bytes | None = None) -> A:
+        """Complete the job; `result` is its return value as JSON (kept if the job asked for it)."""
+        self._check_open()
+        future, new = self._answers.ack(job.id)
+        if new:  # else answered already: the same answer
+            self._send(Acked(job.id, job.lease, result))
+        return future
+
+    def fail(
+        self,
+        job: Job,
+        message: str,
+        *,
+        kill: bool = False,
+        error_type: str = "",
+        backtrace: str = "",
+        retry_at_ms: int = 0,
+    ) -> F:
+        """Report a failed attempt (see Job.fail); the future resolves to the job's new status."""
+        self._check_open()
+        future, new = self._answers.fail(job.id)
+        if new:
+            self._send(
+                pb.Failure(
+                    id=job.id,
+                    lease=job.lease,
+                    message=message,
+                    error_type=error_type,
+                    backtrace=backtrace,
+                    kill=kill,
+                    retry_at_ms=retry_at_ms,
+                )
+            )
+        return future
+
+    def extend(self, jobs: list[Job], extend_ms: int = 0) -> None:
+        """Move the lease deadline of jobs still being worked on (0: by each job's own timeout),
+        never past each attempt's start plus its timeout."""
+        self._check_open()
+        self._send(pb.Extend(ids=[j.id for j in jobs], leases=[j.lease for j in jobs], extend_ms=extend_ms))
+
+    def release(self, job: Job, delay_ms: int = 0, *, unknown_type: bool = False) -> None:
+        """Hand back a job not started: no attempt counts; it is ready again (after `delay_ms`).
+        `unknown_type`: this worker has no function for it (the server counts those, and makes
+        the job dead past its --max-unknown-handbacks)."""
+        self._check_open()
+        self._send(pb.Release(ids=[job.id], leases=[job.lease], delay_ms=delay_ms, unknown_type=unknown_type))
 
 
 class Reading(Protocol):
