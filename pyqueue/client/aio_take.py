@@ -24,6 +24,8 @@ from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 
 class AsyncTakeStream(Answering["asyncio.Future[None]", "asyncio.Future[str]"]):
+    answers_async = True
+
     def __init__(
         self,
         stub: pb_grpc.QueueStub,
@@ -98,7 +100,7 @@ class AsyncTakeStream(Answering["asyncio.Future[None]", "asyncio.Future[str]"]):
 
     def _on_jobs(self, jobs: Iterable[pb.Job]) -> None:
         for message in jobs:
-            self._jobs.put_nowait(Job.from_pb(message))
+            self._jobs.put_nowait(Job.from_pb(message, self))
 
     def _on_cancel(self, job_ids: list[int]) -> None:
         self._cancelled_jobs(job_ids)

@@ -1,7 +1,7 @@
 """`Job`: what the client shows of a job, and how a worker finishes one it took."""
 
+import asyncio
 import json
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -12,10 +12,14 @@ from pyqueue.v1 import queue_pb2 as pb
 
 
 class Settles(Protocol):
-    """How a taken job is answered: what a Take stream offers its jobs (client/take.py's
-    TakeStream). Job holds its stream as this, so job.py imports no stream and no client."""
+    """How a taken job is answered: what both Take streams offer their jobs (client/take_core.py's
+    Answering). Job holds its stream as this, so job.py imports no stream and no client. The
+    futures are concurrent ones from a sync stream, asyncio ones from an async stream
+    (`answers_async`)."""
 
-    def ack(self, job: "Job", result: bytes | None = None) -> "Future[None]": ...
+    answers_async: bool
+
+    def ack(self, job: "Job", result: bytes | None = None) -> Any: ...
 
     def fail(
         self,
@@ -26,7 +30,7 @@ class Settles(Protocol):
         error_type: str = "",
         backtrace: str = "",
         retry_at_ms: int = 0,
-    ) -> "Future[str]": ...
+    ) -> Any: ...
 
     def extend(self, jobs: list["Job"], extend_ms: int = 0) -> None: ...
 
@@ -148,13 +152,45 @@ class Job:
             raise RuntimeError("only a job received from Client.take() can be acked or failed")
         return self._stream
 
+    def _blocking(self, wait: bool) -> Settles:
+        stream = self._taken()
+        if wait and stream.answers_async:  # checked before anything is sent
+            raise RuntimeError(
+                "this job came from an AsyncClient's stream: `await job.ack_async()` / "
+                "`await job.fail_async(...)` (or pass wait=False)"
+            )
+        return stream
+
     def ack(self, result: Any = None, *, wait: bool = True) -> None:
         """Mark the job completed; `result` (JSON-serialisable) is kept if the job asked for it
         (keep_result). With wait (the default), return once the server has committed it."""
         raw = json.dumps(result).encode() if self.wants_result else None
-        future = self._taken().ack(self, raw)
+        future = self._blocking(wait).ack(self, raw)
         if wait:
             future.result()
+
+    async def ack_async(self, result: Any = None) -> None:
+        """`ack`, awaited: returns once the server has committed it, whichever client took it."""
+        raw = json.dumps(result).encode() if self.wants_result else None
+        stream = self._taken()
+        await _awaited(stream, stream.ack(self, raw))
+
+    async def fail_async(
+        self,
+        message: str,
+        *,
+        kill: bool = False,
+        error_type: str = "",
+        backtrace: str = "",
+        retry_at: datetime | None = None,
+    ) -> str:
+        """`fail`, awaited: the job's new status, whichever client took it."""
+        stream = self._taken()
+        retry_at_ms = int(retry_at.timestamp() * 1000) if retry_at else 0
+        future = stream.fail(
+            self, message, kill=kill, error_type=error_type, backtrace=backtrace, retry_at_ms=retry_at_ms
+        )
+        return str(await _awaited(stream, future))
 
     def fail(
         self,
@@ -169,7 +205,7 @@ class Job:
         """Report a failed attempt; `kill` makes the job dead at once, `retry_at` overrides the
         backoff. Returns the job's new status ("scheduled" for a retry, or "dead")."""
         retry_at_ms = int(retry_at.timestamp() * 1000) if retry_at else 0
-        stream = self._taken()
+        stream = self._blocking(wait)
         future = stream.fail(
             self, message, kill=kill, error_type=error_type, backtrace=backtrace, retry_at_ms=retry_at_ms
         )
@@ -211,3 +247,7 @@ class Job:
             | ({"payload_error": self.payload_error} if self.payload_error else {})
             | ({"damage": self.damage} if self.damage else {})
         )
+
+
+async def _awaited(stream: Settles, future: Any) -> Any:
+    return await (future if stream.answers_async else asyncio.wrap_future(future))

@@ -85,6 +85,7 @@ class Answering(Generic[A, F]):
     against the stream's state, registered (an ack or failure sent twice is the same answer) and
     handed to the pump's outbox (`_send`)."""
 
+    answers_async = False  # the futures are asyncio ones (see job.Settles)
     _answers: "Answers[A, F]"
     _error: PyQueueError | None
     _closed: bool
