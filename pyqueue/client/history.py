@@ -36,6 +36,9 @@ class QueueHistory:
 
 @dataclass(frozen=True)
 class History:
+    """Each queue's steps. A shard keeps 256 queues by name; the events of any more are added up
+    under the name "" (no queue has it), so a flood of queue names costs the server one more."""
+
     step_seconds: int
     last_step: int  # the step under way: unix seconds // step_seconds
     wait_bounds: list[float]

@@ -21,10 +21,8 @@ STEP_SECONDS = 10
 STEPS = 360  # an hour of 10-second steps
 
 
-@dataclass
-class Step:
-    events: list[int]
-    waits: list[int]  # a count per wait bound, and one past the last
+MAX_QUEUES = 256  # queues kept by name; the events of more are added up under OTHER_QUEUES
+OTHER_QUEUES = ""  # never a queue's name (an empty one means "default")
 
 
 @dataclass(frozen=True)
@@ -42,10 +40,14 @@ class StepCounts:
         step_seconds: int = STEP_SECONDS,
         steps: int = STEPS,
         clock: Callable[[], float] = time.time,
+        max_queues: int = MAX_QUEUES,
     ) -> None:
         self.wait_bounds, self.step_seconds, self.steps = wait_bounds, step_seconds, steps
         self._clock = clock
-        self._queues: dict[str, dict[int, Step]] = {}
+        self._max_queues = max_queues
+        # queue -> step -> one row: the events' counts, then a count per wait bound and one past
+        # the last (about 200 bytes a step a busy queue: 256 queues over an hour, under 20 MB)
+        self._queues: dict[str, dict[int, list[int]]] = {}
         self._lock = threading.Lock()
 
     def current_step(self) -> int:
@@ -54,44 +56,45 @@ class StepCounts:
     def record(self, events: Mapping[tuple[str, str], int], waits: Mapping[str, list[float]]) -> None:
         """One commit's events ((event, queue) -> n) and waits (queue -> seconds)."""
         now = self.current_step()
+        base = len(HISTORY_EVENTS)
         with self._lock:
             for (event, queue), n in events.items():
                 if event in HISTORY_EVENTS:
-                    self._step(queue, now).events[HISTORY_EVENTS.index(event)] += n
+                    self._row(queue, now)[HISTORY_EVENTS.index(event)] += n
             for queue, seconds in waits.items():
-                counts = self._step(queue, now).waits
+                row = self._row(queue, now)
                 for value in seconds:
-                    counts[bisect.bisect_left(self.wait_bounds, value)] += 1
+                    row[base + bisect.bisect_left(self.wait_bounds, value)] += 1
 
-    def _step(self, queue: str, now: int) -> Step:
+    def _row(self, queue: str, now: int) -> list[int]:
         steps = self._queues.get(queue)
         if steps is None:
-            steps = self._queues[queue] = {}
-        step = steps.get(now)
-        if step is None:
-            step = steps[now] = self._empty()
+            if len(self._queues) >= self._max_queues:  # a flood of queue names costs one more
+                queue = OTHER_QUEUES
+            steps = self._queues.setdefault(queue, {})
+        row = steps.get(now)
+        if row is None:
+            row = steps[now] = [0] * (len(HISTORY_EVENTS) + len(self.wait_bounds) + 1)
             for old in [s for s in steps if s <= now - self.steps]:  # a new step: the window moved
                 del steps[old]
-        return step
-
-    def _empty(self) -> Step:
-        return Step([0] * len(HISTORY_EVENTS), [0] * (len(self.wait_bounds) + 1))
+        return row
 
     def read(self) -> tuple[int, dict[str, QueueSteps]]:
-        """(the current step, each queue with something in the window), the window ending at it."""
+        """(the current step, each queue with something in the window), the window ending at it.
+        Past MAX_QUEUES queues, the rest are added up under OTHER_QUEUES."""
         now = self.current_step()
         first = now - self.steps + 1
+        base = len(HISTORY_EVENTS)
+        empty = [0] * (base + len(self.wait_bounds) + 1)
         out: dict[str, QueueSteps] = {}
         with self._lock:
             for queue, steps in self._queues.items():
-                kept = {s: step for s, step in steps.items() if s >= first}
-                if not kept:
+                if not any(s >= first for s in steps):
                     continue
-                empty = self._empty()
-                rows = [kept.get(s, empty) for s in range(first, now + 1)]
+                rows = [steps.get(s, empty) for s in range(first, now + 1)]
                 out[queue] = QueueSteps(
-                    events={e: [r.events[i] for r in rows] for i, e in enumerate(HISTORY_EVENTS)},
-                    waits=[list(r.waits) for r in rows],
+                    events={e: [r[i] for r in rows] for i, e in enumerate(HISTORY_EVENTS)},
+                    waits=[r[base:] for r in rows],
                 )
             for queue in [q for q, steps in self._queues.items() if all(s < first for s in steps)]:
                 del self._queues[queue]  # a queue idle for the whole window (or deleted) is let go

@@ -182,7 +182,7 @@ def _history(history: History, queue: str) -> dict[str, Any]:
         "step_seconds": history.step_seconds,
         "start": (history.last_step - steps + 1) * history.step_seconds,
         "queue": queue,
-        "queues": sorted(history.queues),
+        "queues": sorted(q for q in history.queues if q),  # "": past the cap, in the total only
         **rate,
         **waits,
     }

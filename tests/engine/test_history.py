@@ -51,3 +51,13 @@ def test_shards_answers_merge_by_step_even_when_one_answered_a_step_earlier() ->
     assert list(by_queue["a"].enqueued) == [0, 1, 2]
     assert list(by_queue["b"].enqueued) == [0, 4, 0]  # shifted one step older, into its place
     assert list(by_queue["a"].waits) == [0] * 4 + [0, 1, 0, 0] + [0] * 4
+
+
+def test_past_the_queue_cap_the_rest_are_added_up_under_one_name() -> None:
+    from pyqueue.engine.history import OTHER_QUEUES
+
+    history = StepCounts(BOUNDS, step_seconds=10, steps=3, clock=Clock(1000.0), max_queues=2)
+    history.record({("enqueued", f"q{i}"): 1 for i in range(5)}, {})
+    _, queues = history.read()
+    assert set(queues) == {"q0", "q1", OTHER_QUEUES}  # the first two by name, the rest in one
+    assert sum(queues[OTHER_QUEUES].events["enqueued"]) == 3
