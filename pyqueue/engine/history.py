@@ -81,21 +81,25 @@ class StepCounts:
 
     def read(self) -> tuple[int, dict[str, QueueSteps]]:
         """(the current step, each queue with something in the window), the window ending at it.
-        Past MAX_QUEUES queues, the rest are added up under OTHER_QUEUES."""
+        Past MAX_QUEUES queues, the rest are added up under OTHER_QUEUES. The lock is held only to
+        take the rows (a row is written only while its step is current, so only that one is
+        copied): the writer, which records under it, is never held up by the building."""
         now = self.current_step()
         first = now - self.steps + 1
         base = len(HISTORY_EVENTS)
         empty = [0] * (base + len(self.wait_bounds) + 1)
-        out: dict[str, QueueSteps] = {}
         with self._lock:
-            for queue, steps in self._queues.items():
-                if not any(s >= first for s in steps):
-                    continue
-                rows = [steps.get(s, empty) for s in range(first, now + 1)]
-                out[queue] = QueueSteps(
-                    events={e: [r[i] for r in rows] for i, e in enumerate(HISTORY_EVENTS)},
-                    waits=[r[base:] for r in rows],
-                )
             for queue in [q for q, steps in self._queues.items() if all(s < first for s in steps)]:
                 del self._queues[queue]  # a queue idle for the whole window (or deleted) is let go
+            taken = {
+                queue: {s: list(row) if s == now else row for s, row in steps.items() if s >= first}
+                for queue, steps in self._queues.items()
+            }
+        out: dict[str, QueueSteps] = {}
+        for queue, steps in taken.items():
+            rows = [steps.get(s, empty) for s in range(first, now + 1)]
+            out[queue] = QueueSteps(
+                events={e: [r[i] for r in rows] for i, e in enumerate(HISTORY_EVENTS)},
+                waits=[r[base:] for r in rows],
+            )
         return now, out

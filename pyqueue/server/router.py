@@ -378,7 +378,7 @@ class Router(pb_grpc.QueueServicer):
             )
         except grpc.aio.AioRpcError as exc:  # a shard's refusal (a token's rights) is the answer
             await context.abort(exc.code(), exc.details() or "")
-        return history.merge(answers)
+        return await asyncio.to_thread(history.merge, answers)  # many numbers: off the loop
 
     async def metrics_text(self, metadata: Sequence[tuple[str, str | bytes]] = ()) -> bytes:
         """Every shard's metrics, added up into the server's one view (`metadata`: the caller's token)."""
