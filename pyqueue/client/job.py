@@ -186,10 +186,7 @@ class Job:
     ) -> str:
         """`fail`, awaited: the job's new status, whichever client took it."""
         stream = self._taken()
-        retry_at_ms = int(retry_at.timestamp() * 1000) if retry_at else 0
-        future = stream.fail(
-            self, message, kill=kill, error_type=error_type, backtrace=backtrace, retry_at_ms=retry_at_ms
-        )
+        future = self._send_fail(stream, message, kill, error_type, backtrace, retry_at)
         return str(await _awaited(stream, future))
 
     def fail(
@@ -204,12 +201,22 @@ class Job:
     ) -> str | None:
         """Report a failed attempt; `kill` makes the job dead at once, `retry_at` overrides the
         backoff. Returns the job's new status ("scheduled" for a retry, or "dead")."""
+        future = self._send_fail(self._blocking(wait), message, kill, error_type, backtrace, retry_at)
+        return future.result() if wait else None
+
+    def _send_fail(
+        self,
+        stream: Settles,
+        message: str,
+        kill: bool,
+        error_type: str,
+        backtrace: str,
+        retry_at: datetime | None,
+    ) -> Any:
         retry_at_ms = int(retry_at.timestamp() * 1000) if retry_at else 0
-        stream = self._blocking(wait)
-        future = stream.fail(
+        return stream.fail(
             self, message, kill=kill, error_type=error_type, backtrace=backtrace, retry_at_ms=retry_at_ms
         )
-        return future.result() if wait else None
 
     def extend(self, seconds: float = 0) -> None:
         """Keep the lease while still working: the deadline moves to now + `seconds` (0: the job's

@@ -17,7 +17,7 @@ CHUNK = 1 << 16
 class Readable(Protocol):
     """A WSGI request's input (the socket's buffered reader)."""
 
-    def readinto(self, buffer: memoryview, /) -> int | None: ...
+    def read(self, size: int, /) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -54,19 +54,18 @@ def body_chunks(stream: "Readable", content_length: str | None, limits: HttpLimi
 def _chunks(stream: "Readable", length: int, timeout_s: float) -> Iterator[bytes]:
     late = f"the body did not arrive within {timeout_s:g}s (--http-read-timeout)"
     deadline = time.monotonic() + timeout_s
-    got = 0
-    while got < length:
-        chunk = bytearray(min(CHUNK, length - got))
+    left = length
+    while left:
         try:
-            n = stream.readinto(memoryview(chunk))
+            chunk = stream.read(min(CHUNK, left))
         except OSError:  # the connection's read timeout: silent past --http-read-timeout
             raise InvalidArgument(late) from None
-        if not n:
-            raise InvalidArgument(f"the body ended after {got} of its {length} bytes")
-        got += n
-        if got < length and time.monotonic() > deadline:
+        if not chunk:
+            raise InvalidArgument(f"the body ended after {length - left} of its {length} bytes")
+        left -= len(chunk)
+        if left and time.monotonic() > deadline:
             raise InvalidArgument(late)
-        yield bytes(chunk[:n]) if n < len(chunk) else bytes(chunk)
+        yield chunk
 
 
 class _Text:
