@@ -28,7 +28,12 @@ def client(server: ServerProcess) -> Iterator[pyqueue.Client]:
 
 # In CI a durability, keepalive or network test that skips (a missing tool, no root) proves nothing,
 # so it fails.
-_MUST_RUN_IN_CI = ("tests/durability/", "tests/server/test_keepalive.py", "tests/server/test_network.py")
+_MUST_RUN_IN_CI = (
+    "tests/durability/",
+    "tests/cluster/",
+    "tests/server/test_keepalive.py",
+    "tests/server/test_network.py",
+)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -187,6 +187,37 @@ def check_server_installed() -> None:
     show_default="the number of CPUs",
     help="Shard processes under one supervisor and one address (queues spread by a hash of their name).",
 )
+@click.option(
+    "--cluster",
+    "cluster_urls",
+    default="",
+    metavar="NATS_URLS",
+    help="Join a cluster on NATS JetStream: nats://HOST:PORT of its servers, comma-separated "
+    "(docs/cluster.md). Without it the server is one machine on its embedded store.",
+)
+@click.option("--node", default="", help="This node's name in the cluster (unique; default: the host name).")
+@click.option(
+    "--cluster-name",
+    default="pyqueue",
+    show_default=True,
+    help="Names the cluster's streams and bucket in NATS.",
+)
+@click.option(
+    "--lease",
+    "lease_s",
+    type=click.FloatRange(1.0, 600.0),
+    default=5.0,
+    show_default=True,
+    help="Seconds an owner may stay silent before a standby takes its shards: shorter fails over "
+    "sooner, and makes a long pause (GC, a slow disk) cost the shard.",
+)
+@click.option(
+    "--replicas",
+    type=click.IntRange(1, 5),
+    default=3,
+    show_default=True,
+    help="Copies JetStream keeps of each changelog (needs as many NATS servers).",
+)
 @click.option("--shard-index", type=int, default=0, hidden=True)
 @click.option("--shard-count", type=int, default=1, hidden=True)
 @click.option("--topology-file", type=click.Path(path_type=Path), default=None, hidden=True)
@@ -231,7 +262,10 @@ def run(f: ServeFlags) -> None:
             "so a key cannot hold across queues on several shards"
         )
     config = f.server_config(raise_limit())
-    if f.shards > 1 and f.shard_count == 1:
+    if config.cluster is not None and f.topology_file is None:
+        _supervise(f.data_dir, f.listen, f.shards, shard_args(sys.argv), config)
+        return
+    if f.shards > 1 and f.shard_count == 1 and f.topology_file is None:
         _supervise(f.data_dir, f.listen, f.shards, shard_args(sys.argv), config)
         return
     _refuse_a_sharded_store(f.data_dir, f.shard_count)
@@ -251,6 +285,8 @@ def _refuse_a_sharded_store(data_dir: Path, shard_count: int) -> None:
 
 
 _OWN = {"--data-dir", "--listen", "--shards", "--http-listen", "--advertise"}
+# A cluster node's supervisor gives its shards these as it resolved them (ClusterConfig.args).
+_OWN |= {"--cluster", "--node", "--cluster-name", "--lease", "--replicas"}
 _OWN_FLAGS = {"--init"}  # the supervisor decides which shard may create its store
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pyqueue.cli.serve_security import advertised_host
 
 if TYPE_CHECKING:
+    from pyqueue.cluster.nats_link import ClusterConfig
     from pyqueue.engine.limits import Limits
     from pyqueue.engine.retry import RetryPolicy
     from pyqueue.server import ServerConfig
@@ -42,6 +43,11 @@ class ServeFlags:
     keep_dead: float
     min_free_bytes: int
     shards: int
+    cluster_urls: str
+    node: str
+    cluster_name: str
+    lease_s: float
+    replicas: int
     shard_index: int
     shard_count: int
     topology_file: Path | None
@@ -99,6 +105,22 @@ class ServeFlags:
             max_jobs=self.max_jobs_per_enqueue,
         )
 
+    def cluster(self) -> "ClusterConfig | None":
+        import socket
+
+        from pyqueue.cluster.nats_link import ClusterConfig
+
+        if not self.cluster_urls:
+            return None
+        urls = tuple(u.strip() for u in self.cluster_urls.split(",") if u.strip())
+        return ClusterConfig(
+            urls=urls,
+            node=self.node or socket.gethostname(),
+            name=self.cluster_name,
+            lease_s=self.lease_s,
+            replicas=self.replicas,
+        )
+
     def server_config(self, open_files: int) -> "ServerConfig":
         """One shard's config (a sharded server's supervisor reads the parts it needs of it)."""
         from pyqueue.server import ServerConfig
@@ -129,4 +151,5 @@ class ServeFlags:
             http_allow_hosts=self.http_allow_hosts,
             unique_per_queue=not self.unique_across_queues,
             retry=self.retry(),
+            cluster=self.cluster(),
         )

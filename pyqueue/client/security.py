@@ -10,6 +10,7 @@ Every channel a client opens (the public address, and each shard it routes to) i
 """
 
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,7 @@ class Security:
         return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
 
     def channel(self, address: str, options: Options) -> grpc.Channel:
+        address = target(address)
         channel = (
             grpc.secure_channel(address, self._credentials(), options=options)
             if self.tls
@@ -81,6 +83,7 @@ class Security:
         return grpc.intercept_channel(channel, _SyncToken(self.token)) if self.token else channel
 
     def aio_channel(self, address: str, options: Options) -> grpc.aio.Channel:
+        address = target(address)
         interceptors: list[Any] | None = (
             [_AioUnaryToken(self.token), _AioStreamToken(self.token)] if self.token else None
         )
@@ -92,6 +95,23 @@ class Security:
 
     def metadata(self) -> list[tuple[str, str]]:
         return [("authorization", f"Bearer {self.token}")] if self.token else []
+
+
+def target(address: str) -> str:
+    """The gRPC target for an address: several nodes of a cluster, comma-separated ("h1:7070,
+    h2:7070"), become one channel that uses the first that answers and moves on when it dies
+    (gRPC's pick_first over their IP addresses, names resolved here)."""
+    if "," not in address or address.startswith(("ipv4:", "ipv6:", "dns:", "unix:")):
+        return address
+    resolved: list[str] = []
+    for part in (p.strip() for p in address.split(",") if p.strip()):
+        host, _, port = part.rpartition(":")
+        try:
+            infos = socket.getaddrinfo(host.strip("[]"), int(port), socket.AF_INET, socket.SOCK_STREAM)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot resolve {part!r} of the address {address!r}: {exc}") from None
+        resolved += [f"{info[4][0]}:{port}" for info in infos[:1]]
+    return "ipv4:" + ",".join(resolved)
 
 
 def _read(path: str | Path | None) -> bytes | None:

@@ -31,4 +31,7 @@ class EngineConfig:
     # How long past an attempt's time limit the server fails it, when its worker reported the start:
     # a live worker fails it itself at the limit (with its own error), and this is the backstop.
     time_limit_grace_ms: int = 1000
+    # Commit on the event loop while the writer is idle (committer.py). Off where a write waits on
+    # the network (a cluster's changelog): the loop must never block on it.
+    inline_commits: bool = True
     on_fatal: Callable[[BaseException], None] = _exit_now

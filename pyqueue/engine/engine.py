@@ -115,7 +115,7 @@ class Engine:
             self.clock,
             durable=self.config.durable,
             post=loop.call_soon_threadsafe,
-            post_here=loop.call_soon,
+            post_here=loop.call_soon if self.config.inline_commits else None,
             on_fatal=self.config.on_fatal,
             counts=self.memory.counts,
             telemetry=self.telemetry,

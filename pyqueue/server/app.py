@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -29,6 +30,7 @@ from pyqueue.server.service import QueueService
 from pyqueue.server.shutdown import CallsInHand, stop_server
 from pyqueue.server.summary import Summaries, SummaryConfig
 from pyqueue.store import RocksStore, StoreDamagedError
+from pyqueue.store.contract import Store
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -79,11 +81,22 @@ async def start_grpc(
 async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    if config.shard_count > 1:
+    if config.shard_count > 1 or config.cluster is not None:
         _exit_with_supervisor()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if config.cluster is not None:
+        from pyqueue.cluster.shard_node import run_shard
 
+        async def serve_replicated(store: Store, **hooks: Any) -> None:
+            await serve_store(config, store, stop, **hooks)
+
+        await run_shard(config, config.cluster, stop, serve_replicated)
+        return
+    await serve_store(config, open_store(config), stop)
+
+
+def open_store(config: ServerConfig) -> RocksStore:
     create = config.init or not config.data_dir.exists()
     new = not (config.data_dir / "CURRENT").exists()
     try:
@@ -98,15 +111,33 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
         raise SystemExit(f"pyqueue serve: {lost}")
     if new:
         log.warning("created a new, empty store in %s", config.data_dir)
+    return store
+
+
+async def serve_store(
+    config: ServerConfig,
+    store: Store,
+    stop: asyncio.Event,
+    *,
+    on_listening: Callable[[str], Awaitable[None]] | None = None,
+    on_stopped: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Serve `store` until `stop`: a cluster's owner is told its address once it listens
+    (`on_listening`) and when everything is answered and written (`on_stopped`)."""
+    loop = asyncio.get_running_loop()
     engine = Engine(
         store,
         EngineConfig(
-            durable=config.durable,
+            # A cluster's answers wait for the changelog's quorum instead of a local fsync: a
+            # copy that loses its unsynced tail reads it again from the changelog (replica.py).
+            durable=config.durable and config.cluster is None,
             limits=config.limits,
             retry=config.retry,
             min_free_bytes=config.min_free_bytes,
             unique_per_queue=config.unique_per_queue,
             shard=config.shard_index,
+            # A cluster's writes wait for the changelog's quorum: never on the event loop.
+            inline_commits=config.cluster is None,
         ),
     )
     await engine.start()
@@ -121,6 +152,8 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     service.address = advertised(address, config.advertise)
     if internal:
         log.info("internal address %s (plaintext, loopback: for the router and the dashboard)", internal)
+    if on_listening is not None:
+        await on_listening(service.address)
     log.info(
         "pyqueue listening on %s (data %s, commit mode %s)", address, config.data_dir, config.commit_mode
     )
@@ -155,6 +188,8 @@ async def run(config: ServerConfig, stop: asyncio.Event | None = None) -> None:
     await health_service.enter_graceful_shutdown()
     await stop_server(server, calls, config.shutdown_grace_s, service.end_streams)
     await engine.stop()
+    if on_stopped is not None:
+        await on_stopped()
     store.close()
     stats = " ".join(f"{k}={v}" for k, v in sorted(engine.stats.items()))
     log.info("stats: %s commits=%d syncs=%d", stats, engine.committer.commits, engine.committer.syncs)

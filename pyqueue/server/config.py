@@ -7,6 +7,7 @@ from pathlib import Path
 import grpc
 
 from pyqueue import defaults
+from pyqueue.cluster.nats_link import ClusterConfig
 from pyqueue.engine.limits import Limits
 from pyqueue.engine.retry import RetryPolicy
 from pyqueue.server.http_limits import HttpLimits
@@ -70,6 +71,7 @@ class ServerConfig:
     unique_per_queue: bool = True  # every unique key holds within its queue (False: across queues)
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    cluster: ClusterConfig | None = None  # a node of a cluster on NATS JetStream (docs/cluster.md)
 
     def host_rule(self) -> HostRule:
         """The names the HTTP port answers to (server/http_origin.py)."""

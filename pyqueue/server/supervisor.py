@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from pyqueue.children import child_environment, pyqueue_command
 from pyqueue.cluster import SLOTS, Topology
@@ -35,9 +35,13 @@ from pyqueue.server.router import Router
 from pyqueue.server.shutdown import CallsInHand, stop_server
 from pyqueue.store.rocks import missing_store
 
+if TYPE_CHECKING:
+    from pyqueue.cluster.node_map import NodeMap
+
 log = logging.getLogger("pyqueue.supervisor")
 _LISTENING = re.compile(r"listening on (\S+:\d+)")
 _INTERNAL = re.compile(r"internal address (\S+:\d+)")
+_STANDING_BY = re.compile(r"standing by for shard")  # a cluster's shard: it listens once it owns
 
 
 class _Listening(threading.Event):
@@ -46,6 +50,7 @@ class _Listening(threading.Event):
 
     address = ""
     internal = ""
+    standing_by = False
 
 
 class ShardProcess:
@@ -116,10 +121,11 @@ class ShardProcess:
         )
         self.init = False
         threading.Thread(target=self._relay, args=(self.proc, listening), daemon=True).start()
-        if not listening.wait(60) or not listening.address:
+        if not listening.wait(60) or not (listening.address or listening.standing_by):
             raise SystemExit(f"shard {self.index} did not start")
-        self.address = listening.address
-        self.internal = listening.internal
+        if listening.address:
+            self.address = listening.address
+            self.internal = listening.internal
         return self.address
 
     def _relay(self, proc: "subprocess.Popen[str]", listening: "_Listening") -> None:
@@ -128,6 +134,9 @@ class ShardProcess:
             internal = _INTERNAL.search(line)
             if internal and not listening.is_set():
                 listening.internal = internal.group(1)  # said before "listening on"
+            if _STANDING_BY.search(line) and not listening.is_set():
+                listening.standing_by = True
+                listening.set()
             match = _LISTENING.search(line)
             if match and not listening.is_set():
                 listening.address = match.group(1)
@@ -218,6 +227,31 @@ def _last_addresses(topology_file: Path) -> list[str]:
         return []
 
 
+async def _join_cluster(config: ServerConfig, processes: list[ShardProcess], host: str) -> "NodeMap":
+    """A cluster node: hold the node's name, and start every shard as a standby of the cluster."""
+    from pyqueue.cluster.nats_link import ClusterError
+    from pyqueue.cluster.node_map import NodeMap
+
+    assert config.cluster is not None
+    nodes = NodeMap(config.cluster, len(processes))
+    try:
+        await nodes.join()
+    except ClusterError as exc:
+        raise SystemExit(f"pyqueue serve: {exc}") from None
+    for process in processes:
+        process.args = [*process.args, *config.cluster.args()]
+        process.address = f"{host}:0"  # an owner's address is in the cluster's bucket
+    return nodes
+
+
+async def _follow_owners(nodes: "NodeMap", router: Router) -> "asyncio.Task[None]":
+    """Forward to each shard's owner wherever it serves; wait (a while) for every shard to have one."""
+    following = asyncio.create_task(nodes.follow(lambda shard, a: router.moved(shard, a, dialable(a))))
+    if not await nodes.all_owned(2 * nodes.config.lease_s + 30):
+        log.warning("not every shard has an owner yet; serving those that have")
+    return following
+
+
 async def supervise(
     data_dir: Path, listen: str, shards: int, args: list[str], grace_s: float, config: ServerConfig
 ) -> None:
@@ -236,6 +270,7 @@ async def supervise(
         # The same ports as last time, so clients that knew them still do.
         process.address = f"{host}:{last.rsplit(':', 1)[1]}"
     loop = asyncio.get_running_loop()
+    nodes = await _join_cluster(config, processes, host) if config.cluster is not None else None
     await asyncio.gather(*(loop.run_in_executor(None, p.start) for p in processes))
 
     def published() -> list[str]:
@@ -249,6 +284,7 @@ async def supervise(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     router = Router(topology, [p.dial for p in processes], config.max_message_bytes)
+    following = await _follow_owners(nodes, router) if nodes is not None else None
     authority = Authority.load(config.auth_file) if config.auth_file else None
     calls = CallsInHand()
     server, _, address, internal = await start_grpc(
@@ -293,7 +329,7 @@ async def supervise(
             )
             before = (process.address, process.dial)
             process.start()
-            if (process.address, process.dial) != before:
+            if nodes is None and (process.address, process.dial) != before:
                 write_json(topology_file, {"addresses": published()})
                 moved = router.moved(process.index, published()[process.index], process.dial)
                 asyncio.run_coroutine_threadsafe(moved, loop).result(30)
@@ -311,5 +347,8 @@ async def supervise(
     await stop_server(server, calls, grace_s, router.end_streams)
     await router.close()
     await asyncio.gather(*(loop.run_in_executor(None, p.stop, grace_s + 5) for p in processes))
+    if nodes is not None and following is not None:
+        following.cancel()
+        await nodes.leave()
     log.info("stopped cleanly")
     lock.close()

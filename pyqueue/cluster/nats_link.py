@@ -1,0 +1,173 @@
+"""One NATS connection on a thread of its own, and the names a cluster uses in JetStream.
+
+The connection has its own event loop, so the writer thread can append to the changelog and wait
+(`call`), and the lease is renewed however busy the server's own loop is. Every call is bounded
+by a timeout; a NATS that answers nothing is a clear error, never a hang.
+"""
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+log = logging.getLogger("pyqueue.cluster")
+T = TypeVar("T")
+
+
+class ClusterError(Exception):
+    """The cluster cannot be joined as asked; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    urls: tuple[str, ...]
+    node: str
+    name: str = "pyqueue"
+    lease_s: float = 5.0  # an owner silent this long loses its shards to a standby
+    replicas: int = 3  # copies JetStream keeps of the changelog and the leases
+    connect_timeout_s: float = 10.0
+
+    def stream(self, shard: int) -> str:
+        return f"PYQUEUE_{self.name}_{shard}"
+
+    def subject(self, shard: int) -> str:
+        return f"pyqueue.{self.name}.changelog.{shard}"
+
+    @property
+    def bucket(self) -> str:
+        return f"PYQUEUE_{self.name}"
+
+    def args(self) -> list[str]:
+        """The flags that give a shard process this config."""
+        return [
+            "--cluster", ",".join(self.urls), "--node", self.node, "--cluster-name", self.name,
+            "--lease", str(self.lease_s), "--replicas", str(self.replicas),
+        ]  # fmt: skip
+
+
+class NatsLink:
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="pyqueue-nats", daemon=True)
+        self.nc: Any = None
+        self.js: Any = None
+        self.kv: Any = None
+
+    def start(self) -> "NatsLink":
+        self._thread.start()
+        self.call(self._connect, self.config.connect_timeout_s + 5)
+        return self
+
+    async def _connect(self) -> None:
+        import nats
+
+        async def quiet(exc: Exception) -> None:
+            log.debug("nats: %s", exc)
+
+        try:
+            self.nc = await asyncio.wait_for(
+                nats.connect(
+                    servers=list(self.config.urls),
+                    connect_timeout=2,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.2,
+                    allow_reconnect=True,
+                    error_cb=quiet,
+                    name=f"pyqueue {self.config.node}",
+                ),
+                self.config.connect_timeout_s,
+            )
+        except Exception as exc:
+            raise ClusterError(
+                f"no NATS server answered at {', '.join(self.config.urls)} within "
+                f"{self.config.connect_timeout_s:g}s ({type(exc).__name__}: {exc}); check --cluster "
+                "(nats://HOST:PORT, comma-separated) and that the servers run with JetStream"
+            ) from None
+        self.js = self.nc.jetstream(timeout=5)
+
+    async def settled(self, make: Callable[[], Awaitable[T]], what: str) -> T:
+        """`make()`, tried again while JetStream is still settling (a stream just created has no
+        leader yet, a server just started answers nothing) for at most connect_timeout_s."""
+        from nats.errors import NoRespondersError
+        from nats.errors import TimeoutError as NatsTimeout
+        from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
+
+        deadline = asyncio.get_running_loop().time() + self.config.connect_timeout_s
+        while True:
+            try:
+                return await make()
+            except (NoStreamResponseError, ServiceUnavailableError, NoRespondersError, NatsTimeout) as exc:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise ClusterError(
+                        f"JetStream did not answer while {what} ({type(exc).__name__}); check that "
+                        f"the NATS servers at {', '.join(self.config.urls)} run with JetStream and "
+                        f"that at least {self.config.replicas // 2 + 1} of them are up"
+                    ) from None
+                await asyncio.sleep(0.2)
+
+    async def open_bucket(self) -> None:
+        """The cluster's key-value bucket (created by the first node): the shard count, the nodes
+        and the shards' owners."""
+        from nats.js.api import KeyValueConfig
+        from nats.js.errors import BucketNotFoundError
+
+        async def open() -> Any:
+            try:
+                return await self.js.key_value(self.config.bucket)
+            except BucketNotFoundError:
+                return await self.js.create_key_value(
+                    KeyValueConfig(bucket=self.config.bucket, history=1, replicas=self.config.replicas)
+                )
+
+        self.kv = await self.settled(open, f"opening the bucket {self.config.bucket}")
+
+    async def open_stream(self, shard: int) -> None:
+        from nats.js.api import StorageType, StreamConfig
+        from nats.js.errors import NotFoundError
+
+        name = self.config.stream(shard)
+
+        async def open() -> None:
+            try:
+                await self.js.stream_info(name)
+            except NotFoundError:
+                await self.js.add_stream(
+                    StreamConfig(
+                        name=name,
+                        subjects=[self.config.subject(shard)],
+                        num_replicas=self.config.replicas,
+                        storage=StorageType.FILE,
+                        duplicate_window=120,
+                    )
+                )
+
+        await self.settled(open, f"opening the stream {name}")
+
+    def call(self, make: Callable[[], Awaitable[T]], timeout: float) -> T:
+        """Run `make()` on the NATS loop from another thread and wait at most `timeout` seconds."""
+        future = asyncio.run_coroutine_threadsafe(_awaited(make), self.loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+    def run(self, make: Callable[[], Awaitable[T]]) -> "asyncio.Future[T]":
+        """Run `make()` on the NATS loop, awaited from another event loop."""
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_awaited(make), self.loop))
+
+    def close(self) -> None:
+        if self.nc is not None:
+            try:
+                self.call(self.nc.close, 5)
+            except Exception as exc:  # closing is best effort: the process is ending
+                log.debug("closing the NATS connection: %s", exc)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+
+
+async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
