@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pyqueue.cluster.changelog import FENCE, RecordingBatch
+from pyqueue.cluster.fail_stop import lost
 from pyqueue.cluster.nats_link import NatsLink
 from pyqueue.cluster.replica import APPLIED
 from pyqueue.store.contract import Batch, Family
@@ -99,8 +100,11 @@ class ReplicatedStore:
 
     def write(self, batch: Batch) -> None:
         assert isinstance(batch, RecordingBatch), "a batch from another store"
-        for entry in batch.entries(self.max_entry_bytes):
-            self.appender.append(entry)
+        try:
+            for entry in batch.entries(self.max_entry_bytes):
+                self.appender.append(entry)
+        except (Fenced, ChangelogUnavailable) as exc:
+            lost(str(exc))
         batch.inner.put(Family.DATA, APPLIED, self.appender.last.to_bytes(8, "big"))
         self.inner.write(batch.inner)
 

@@ -12,10 +12,10 @@ standby.
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from pyqueue.cluster.fail_stop import lost
 from pyqueue.cluster.lease import Lease
 from pyqueue.cluster.nats_link import ClusterConfig, ClusterError, NatsLink
 from pyqueue.cluster.replica import Replica
@@ -24,15 +24,7 @@ from pyqueue.store.rocks import RocksStore
 
 log = logging.getLogger("pyqueue.cluster")
 T = TypeVar("T")
-LOST_SHARD = 75  # the exit code of an owner that lost its shard (its supervisor restarts it)
 Serve = Callable[..., Awaitable[None]]
-
-
-def lost(why: str) -> None:
-    """Stop at once: another node owns the shard, so nothing more may be delivered or answered."""
-    log.critical("lost the shard: %s; stopping at once", why)
-    logging.shutdown()
-    os._exit(LOST_SHARD)
 
 
 async def join(link: NatsLink, shards: int) -> None:
