@@ -37,6 +37,13 @@ class Unavailable(PyQueueError):
     """The server could not be reached, or went away."""
 
     code = grpc.StatusCode.UNAVAILABLE
+    # True when the request surely did nothing: it never reached a server, or one refused it
+    # before acting (client/failover.py sends such an enqueue again).
+    unsent = False
+
+
+# What gRPC and the server say when a call did nothing at all.
+_UNSENT = ("failed to connect to all addresses", "Connection refused", "the server is shutting down")
 
 
 class Unauthenticated(PyQueueError):
@@ -82,6 +89,8 @@ def from_rpc_error(error: grpc.RpcError) -> PyQueueError:
     cls = _BY_CODE.get(code, PyQueueError)
     exc = cls(details or code.name)
     exc.code = code
+    if isinstance(exc, Unavailable):
+        exc.unsent = any(text in (details or "") for text in _UNSENT)
     return exc
 
 

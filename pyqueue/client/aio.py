@@ -1,5 +1,6 @@
 """`AsyncClient`: the Client's mirror for asyncio applications (FastAPI, aiohttp) and the worker."""
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, Unpack
@@ -14,6 +15,7 @@ from pyqueue.client.answers import JobError
 from pyqueue.client.batching import AsyncBatcher
 from pyqueue.client.client import CHANNEL_OPTIONS, MOVED_CODES, default_address, jobs_from
 from pyqueue.client.enqueue_stream import AsyncStreamedEnqueues
+from pyqueue.client.failover import FAILOVER_S, Failover
 from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
@@ -42,10 +44,12 @@ class AsyncClient:
         key: str | Path | None = None,
         token: str | None = None,
         routing: bool = True,
+        failover_s: float = FAILOVER_S,
     ) -> None:
         """See Client: the same arguments, and the same environment variables."""
         self.address = address or default_address()
         self.timeout = timeout
+        self.failover_s = failover_s  # how long an enqueue is sent again through a failover
         self.security = Security.resolve(tls, ca, cert, key, token)
         self._channel = self.security.aio_channel(self.address, CHANNEL_OPTIONS)
         self._stub = pb_grpc.QueueStub(self._channel)
@@ -120,15 +124,34 @@ class AsyncClient:
     async def enqueue(self, type: str, payload: Any = None, **options: Unpack[JobOptions]) -> Job:
         """Enqueue one job (see Client.enqueue); concurrent calls share requests."""
         message = [new_job_message({"type": type, "payload": payload, **options}, tracing.context_headers())]
-        shard, _ = (await self.routes()).for_queue(message[0].queue)
-        results = await (
-            self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
-        )
-        return jobs_from(message, results)[0]
+        failover = Failover(self.failover_s, message)
+        while True:
+            try:
+                shard, _ = (await self.routes()).for_queue(message[0].queue)
+                results = await (
+                    self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
+                )
+                return jobs_from(message, results)[0]
+            except Unavailable as exc:
+                delay = failover.next_delay(exc)
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
 
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         context = tracing.context_headers()
         messages = [new_job_message(j, context) for j in jobs]
+        failover = Failover(self.failover_s, messages)
+        while True:
+            try:
+                return await self._enqueue_all(messages)
+            except Unavailable as exc:
+                delay = failover.next_delay(exc)
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+
+    async def _enqueue_all(self, messages: list[pb.NewJob]) -> list[Job]:
         routes = await self.routes()
         by_shard: dict[int, list[int]] = {}
         for i, message in enumerate(messages):

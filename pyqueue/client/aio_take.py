@@ -91,6 +91,10 @@ class AsyncTakeStream(Answering["asyncio.Future[None]", "asyncio.Future[str]"]):
         except asyncio.CancelledError:
             pass
         finally:
+            if self._error is None and not self._closed and not self._stopping:
+                # The server ended it without saying it stops: a stream that yields nothing
+                # more is dead, and its reader must hear so and take again.
+                self._error = Unavailable("the server ended the take stream")
             self._answers.end(self._error or Unavailable("the take stream ended"))
             # Jobs delivered on it and not taken yet can no longer be started or answered: the
             # server hands them back (released), so they must not run here.

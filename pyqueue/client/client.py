@@ -14,6 +14,7 @@ from pyqueue.client import calls, codec
 from pyqueue.client.answers import JobError
 from pyqueue.client.batching import Batcher
 from pyqueue.client.enqueue_stream import StreamedEnqueues
+from pyqueue.client.failover import FAILOVER_S, Failover
 from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
@@ -99,9 +100,11 @@ class Client:
         key: str | Path | None = None,
         token: str | None = None,
         routing: bool = True,
+        failover_s: float = FAILOVER_S,
     ) -> None:
         self.address = address or default_address()
         self.timeout = timeout
+        self.failover_s = failover_s  # how long an enqueue is sent again through a failover
         self.security = Security.resolve(tls, ca, cert, key, token)
         self._channel = self.security.channel(self.address, CHANNEL_OPTIONS)
         self._stub = pb_grpc.QueueStub(self._channel)
@@ -172,9 +175,19 @@ class Client:
         unique_in_queue, headers, keep_result, limit_key."""
         spec = {"type": type, "payload": payload, **options}
         message = [new_job_message(spec, tracing.context_headers())]
-        shard, _ = self.routes.for_queue(message[0].queue)
-        results = self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
-        return jobs_from(message, results, self)[0]
+        failover = Failover(self.failover_s, message)
+        while True:
+            try:
+                shard, _ = self.routes.for_queue(message[0].queue)
+                results = (
+                    self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
+                )
+                return jobs_from(message, results, self)[0]
+            except Unavailable as exc:
+                delay = failover.next_delay(exc)
+                if delay is None:
+                    raise
+                time.sleep(delay)
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Enqueue many jobs in one call, all or nothing. Each is a mapping with `type` and optionally
@@ -184,6 +197,17 @@ class Client:
         others' jobs in)."""
         context = tracing.context_headers()
         messages = [new_job_message(j, context) for j in jobs]
+        failover = Failover(self.failover_s, messages)
+        while True:
+            try:
+                return self._enqueue_all(messages)
+            except Unavailable as exc:
+                delay = failover.next_delay(exc)
+                if delay is None:
+                    raise
+                time.sleep(delay)
+
+    def _enqueue_all(self, messages: list[pb.NewJob]) -> list[Job]:
         routes = self.routes
         by_shard: dict[int, list[int]] = {}
         for i, message in enumerate(messages):

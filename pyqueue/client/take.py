@@ -103,6 +103,10 @@ class TakeStream(Answering["Future[None]", "Future[str]"]):
             if not self._closed:
                 self._error = from_rpc_error(exc)
         finally:
+            if self._error is None and not self._closed and not self._stopping:
+                # The server ended it without saying it stops: a stream that yields nothing
+                # more is dead, and its reader must hear so and take again.
+                self._error = Unavailable("the server ended the take stream")
             self._answers.end(self._error or Unavailable("the take stream ended"))
             # Jobs delivered on it and not taken yet can no longer be started or answered: the
             # server hands them back (released), so they must not run here.

@@ -54,16 +54,17 @@ class Replica:
     async def fetch(self, wait_s: float) -> int:
         """Apply what the changelog has past what was read, waiting at most `wait_s` for something
         new; how many entries were read."""
-        from nats.errors import TimeoutError as NatsTimeout
-
         if self._subscription is None:
             self._subscription = await self._subscribe()
         try:
             messages = await self._subscription.fetch(FETCH, timeout=wait_s)
-        except NatsTimeout:
+        except TimeoutError:  # nats' own, and asyncio's from inside the fetch: nothing new
             return 0
         except Exception as exc:  # a NATS server went away with the consumer: start one anew
-            log.info("shard %d: reading the changelog again from %d (%s)", self.shard, self.read + 1, exc)
+            log.info(
+                "shard %d: reading the changelog again from %d (%s: %s)",
+                self.shard, self.read + 1, type(exc).__name__, exc,
+            )  # fmt: skip
             await self._drop()
             return 0
         for message in messages:

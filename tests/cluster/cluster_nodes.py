@@ -112,6 +112,8 @@ class Cluster:
     def close(self) -> None:
         for node in self.nodes:
             node.close()
+            # Shown by pytest only when the test failed: what each node said last.
+            print(f"--- node {node.name} ---\n{''.join(node.lines[-120:])}")
 
 
 def wait_until(condition: Callable[[], object], timeout: float, what: str) -> None:

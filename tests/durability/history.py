@@ -115,6 +115,8 @@ class Load:
                         while not self.stop_consuming.is_set():
                             job = stream.next(timeout=0.2)
                             if job is None:
+                                if stream.server_stopping:  # a shard stops or hands over: take again
+                                    break
                                 continue
                             self.history.delivered(job.payload)
                             job.ack()
