@@ -15,6 +15,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import nats.errors
+
 from pyqueue.cluster.fail_stop import lost
 from pyqueue.cluster.lease import Lease
 from pyqueue.cluster.nats_link import ClusterConfig, ClusterError, NatsLink
@@ -23,6 +25,8 @@ from pyqueue.cluster.replicated_store import Appender, ReplicatedStore
 from pyqueue.store.rocks import RocksStore
 
 log = logging.getLogger("pyqueue.cluster")
+# What JetStream answers while it elects a leader or a server is gone: wait and look again.
+TRANSIENT = (TimeoutError, OSError, nats.errors.Error)
 T = TypeVar("T")
 Serve = Callable[..., Awaitable[None]]
 
@@ -62,8 +66,13 @@ async def run_shard(config: Any, cluster: ClusterConfig, stop: asyncio.Event, se
     log.info("standing by for shard %d (changelog applied to %d)", shard, replica.applied)
 
     async def stand_by_once() -> bool:
-        await replica.fetch(cluster.lease_s / 4)
-        return await lease.try_take()
+        try:
+            await replica.fetch(cluster.lease_s / 4)
+            return await lease.try_take()
+        except TRANSIENT as exc:  # JetStream electing a leader, a server gone: look again
+            log.info("shard %d: waiting for JetStream (%s: %s)", shard, type(exc).__name__, exc)
+            await asyncio.sleep(cluster.lease_s / 4)
+            return False
 
     while not stop.is_set():
         if await link.run(stand_by_once):
@@ -76,7 +85,11 @@ async def run_shard(config: Any, cluster: ClusterConfig, stop: asyncio.Event, se
     lease.keep(lost)
     appender = Appender(link, shard, 0)
     while True:  # the old owner may still append: read to the end again until the fence holds
-        end = await link.run(replica.catch_up)
+        try:
+            end = await link.run(replica.catch_up)
+        except TRANSIENT as exc:  # the lease keeper stops us if this outlasts the lease
+            log.info("shard %d: waiting for JetStream to read the changelog (%s)", shard, type(exc).__name__)
+            continue
         if await asyncio.to_thread(appender.fence, end):
             break
     await link.run(replica.close)

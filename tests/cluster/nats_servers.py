@@ -76,6 +76,7 @@ class NatsCluster:
     """Three JetStream servers in one NATS cluster; `urls` is what `pyqueue serve --cluster` takes."""
 
     def __init__(self, root: Path, size: int = 3) -> None:
+        root.mkdir(parents=True, exist_ok=True)
         ports = free_ports(2 * size)
         client, route = ports[:size], ports[size:]
         self.servers = [
