@@ -5,6 +5,7 @@ import click
 from pyqueue import __version__, defaults
 from pyqueue.cli.backup import backup, restore
 from pyqueue.cli.check import check, repair
+from pyqueue.cli.cluster import cluster
 from pyqueue.cli.cron import cron
 from pyqueue.cli.jobs import enqueue, errors, job
 from pyqueue.cli.serve import serve
@@ -38,6 +39,7 @@ def main(ctx: click.Context, address: str) -> None:
 
 
 main.add_command(serve)
+main.add_command(cluster)
 main.add_command(enqueue)
 main.add_command(job)
 main.add_command(errors)

@@ -2,9 +2,12 @@
 with from them. The flags' defaults are the options' own (cli/serve.py); nothing here imports
 the server until a config is built."""
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import click
 
 from pyqueue.cli.serve_security import advertised_host
 
@@ -113,9 +116,14 @@ class ServeFlags:
         if not self.cluster_urls:
             return None
         urls = tuple(u.strip() for u in self.cluster_urls.split(",") if u.strip())
+        node = self.node or socket.gethostname().split(".")[0]
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", node):
+            raise click.UsageError(
+                f"--node {node!r}: a node's name is 1 to 64 letters, digits, '-' or '_' (it names keys in NATS)"
+            )
         return ClusterConfig(
             urls=urls,
-            node=self.node or socket.gethostname(),
+            node=node,
             name=self.cluster_name,
             lease_s=self.lease_s,
             replicas=self.replicas,

@@ -27,6 +27,7 @@ class Owner:
     node: str
     address: str  # '' while the new owner catches up
     revision: int
+    at: float = 0.0  # the owner's wall time at its last renewal (for people; the lease ignores it)
 
 
 def owner_key(shard: int) -> str:
@@ -41,7 +42,12 @@ async def read_owner(kv: Any, shard: int) -> Owner | None:
     except KeyNotFoundError:  # KeyDeletedError is one too: a released lease
         return None
     value = json.loads(entry.value or b"{}")
-    return Owner(str(value.get("node", "")), str(value.get("address", "")), int(entry.revision or 0))
+    return Owner(
+        str(value.get("node", "")),
+        str(value.get("address", "")),
+        int(entry.revision or 0),
+        float(value.get("at", 0)),
+    )
 
 
 class Lease:
@@ -72,7 +78,11 @@ class Lease:
             self.renewed_at = sent
 
     def _value(self) -> bytes:
-        return json.dumps({"node": self.link.config.node, "address": self.address}).encode()
+        # The wall time is for people reading `pyqueue cluster status`; the lease itself compares
+        # no clocks.
+        return json.dumps(
+            {"node": self.link.config.node, "address": self.address, "at": time.time()}
+        ).encode()
 
     async def try_take(self) -> bool:
         """One look at the key: take it if it is free or has lapsed. True when this node owns it."""

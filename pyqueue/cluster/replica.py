@@ -6,6 +6,7 @@ stops anywhere, even with its unsynced log tail lost, resumes right after what i
 """
 
 import logging
+import time
 from typing import Any
 
 from pyqueue.cluster import changelog
@@ -35,6 +36,7 @@ class Replica:
         self._parts: list[bytes] = []
         self._subscription: Any = None
         self.entries_applied = 0
+        self.applied_at = time.perf_counter()  # when the last entry was applied
 
     async def _subscribe(self) -> Any:
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -94,6 +96,7 @@ class Replica:
         batch.put(Family.DATA, APPLIED, sequence.to_bytes(8, "big"))
         self.store.write(batch)
         self.applied = sequence
+        self.applied_at = time.perf_counter()
 
     async def catch_up(self) -> int:
         """Read to the changelog's end as it is now; that end."""

@@ -12,6 +12,7 @@ standby.
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -65,9 +66,23 @@ async def run_shard(config: Any, cluster: ClusterConfig, stop: asyncio.Event, se
     lease = Lease(link, shard, shards)
     log.info("standing by for shard %d (changelog applied to %d)", shard, replica.applied)
 
+    started, behind, told = time.perf_counter(), True, 0.0
+
     async def stand_by_once() -> bool:
+        nonlocal behind, told
         try:
-            await replica.fetch(cluster.lease_s / 4)
+            if time.monotonic() - told > 1.0:  # for `pyqueue cluster status`: how far behind
+                told = time.monotonic()
+                await link.kv.put(
+                    f"replica.{shard}.{cluster.node}",
+                    json.dumps({"applied": replica.applied, "at": time.time()}).encode(),
+                )
+            if not await replica.fetch(cluster.lease_s / 4) and behind:
+                behind = False
+                log.info(
+                    "shard %d: caught up with the changelog at entry %d (%d entries in %.2fs)",
+                    shard, replica.read, replica.entries_applied, replica.applied_at - started,
+                )  # fmt: skip
             return await lease.try_take()
         except TRANSIENT as exc:  # JetStream electing a leader, a server gone: look again
             log.info("shard %d: waiting for JetStream (%s: %s)", shard, type(exc).__name__, exc)
