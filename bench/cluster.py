@@ -4,7 +4,7 @@
         one sequential producer, one job per call: p50, p99 and jobs/s, on one node (fsync, 2
         shards) and on a 3-node cluster (2 shards, R3 changelogs on 3 NATS servers), interleaved;
         then the batched full cycle (bench/load.py) on each, and the changelog's bytes per job
-    python bench/cluster.py catch-up
+    python bench/cluster.py catch-up [--jobs 100000] [--batch 500]
         a fourth node joins a cluster that holds a changelog: how fast its standbys apply it
     python bench/cluster.py takeover [--kills 20] [--lease 5]
         SIGKILL the owner of a shard again and again (restarting it each time): the time from the
@@ -114,18 +114,17 @@ def catch_up(args: argparse.Namespace, root: Path) -> None:
     cluster = Cluster(root, nats).start()
     try:
         with pyqueue.Client(cluster.addresses) as client:
-            for start in range(0, args.jobs, 500):
-                client.enqueue_many(
-                    [{"type": "t", "payload": "x" * 100, "queue": f"q{start // 500 % 4}"}] * 500
-                )
+            for start in range(0, args.jobs, args.batch):
+                queue = f"q{start // args.batch % 4}"
+                client.enqueue_many([{"type": "t", "payload": "x" * 100, "queue": queue}] * args.batch)
         newcomer = Node(root, "d", nats.urls, cluster.name, 2, 2.0).start(timeout=120)
         lines = [newcomer.wait_for(f"shard {s}: caught up", timeout=600) for s in range(2)]
         for line in lines:
             print(line.strip())
         entries = sum(int(line.split("(")[1].split()[0]) for line in lines)
         seconds = max(float(line.split(" in ")[1].split("s)")[0]) for line in lines)
-        print(json.dumps({"jobs": args.jobs, "entries": entries, "seconds": seconds,
-                          "jobs_per_s": round(args.jobs / seconds)}))  # fmt: skip
+        print(json.dumps({"jobs": args.jobs, "enqueue_batch": args.batch, "entries": entries, "seconds": seconds,
+                          "jobs_per_s": round(args.jobs / seconds), "entries_per_s": round(entries / seconds)}))  # fmt: skip
         newcomer.close()
     finally:
         cluster.close()
@@ -210,6 +209,7 @@ def main() -> None:
     parser.add_argument("what", choices=["latency", "catch-up", "takeover"])
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--cycle-jobs", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=500, help="catch-up: jobs per enqueue call")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--lease", type=float, default=5.0)

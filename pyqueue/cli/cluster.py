@@ -1,10 +1,16 @@
-"""`pyqueue cluster status`: a cluster's nodes and shards, as its NATS servers hold them."""
+"""`pyqueue cluster`: a cluster's status as its NATS servers hold it, and the operator's moves
+(move a shard, drain a node for maintenance, undrain it)."""
 
 import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from pyqueue.cluster.nats_link import NatsLink
 
 
 @click.group()
@@ -12,11 +18,66 @@ def cluster() -> None:
     """A cluster on NATS JetStream (docs/cluster.md)."""
 
 
+def _nats_options(command: Callable[..., None]) -> Callable[..., None]:
+    command = click.option("--cluster-name", default="pyqueue", show_default=True)(command)
+    return click.option(
+        "--cluster", "urls", required=True, metavar="NATS_URLS", help="nats://HOST:PORT, comma-separated."
+    )(command)
+
+
+def _run(urls: str, cluster_name: str, operation: "Callable[[NatsLink], Awaitable[str]]") -> None:
+    from pyqueue.cluster.nats_link import ClusterConfig, ClusterError, NatsLink
+
+    config = ClusterConfig(urls=_urls(urls), node="cli", name=cluster_name)
+    try:
+        link = NatsLink(config).start()
+        try:
+            click.echo(link.call(lambda: operation(link), 600))
+        finally:
+            link.close()
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _urls(urls: str) -> tuple[str, ...]:
+    return tuple(u.strip() for u in urls.split(",") if u.strip())
+
+
 @cluster.command()
-@click.option(
-    "--cluster", "urls", required=True, metavar="NATS_URLS", help="nats://HOST:PORT, comma-separated."
-)
-@click.option("--cluster-name", default="pyqueue", show_default=True)
+@click.argument("shard", type=int)
+@click.argument("node")
+@_nats_options
+@click.option("--timeout", type=float, default=120.0, show_default=True)
+def move(shard: int, node: str, urls: str, cluster_name: str, timeout: float) -> None:
+    """Hand SHARD over to NODE: its owner finishes what it holds, then NODE serves it."""
+    from pyqueue.cluster import operations
+
+    _run(urls, cluster_name, lambda link: operations.move(link, shard, node, timeout))
+
+
+@cluster.command()
+@click.argument("node")
+@_nats_options
+@click.option("--timeout", type=float, default=300.0, show_default=True)
+def drain(node: str, urls: str, cluster_name: str, timeout: float) -> None:
+    """Move every shard away from NODE (for maintenance) and keep it from taking any."""
+    from pyqueue.cluster import operations
+
+    _run(urls, cluster_name, lambda link: operations.drain(link, node, timeout))
+
+
+@cluster.command()
+@click.argument("node")
+@_nats_options
+def undrain(node: str, urls: str, cluster_name: str) -> None:
+    """Let a drained NODE take shards again (it takes free ones; `move` brings others)."""
+    from pyqueue.cluster import operations
+
+    _run(urls, cluster_name, lambda link: operations.undrain(link, node))
+
+
+@cluster.command()
+@_nats_options
 @click.option("--json", "as_json", is_flag=True)
 def status(urls: str, cluster_name: str, as_json: bool) -> None:
     """Nodes; each shard's owner, lease, changelog, and every standby's replication lag."""
@@ -24,7 +85,7 @@ def status(urls: str, cluster_name: str, as_json: bool) -> None:
     from pyqueue.cluster.status import cluster_status
 
     try:
-        found = cluster_status(tuple(u.strip() for u in urls.split(",") if u.strip()), cluster_name)
+        found = cluster_status(_urls(urls), cluster_name)
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pyqueue.cluster.handover import done as handover_done
+from pyqueue.cluster.handover import may_take_free, read_handover
 from pyqueue.cluster.nats_link import NatsLink
 
 log = logging.getLogger("pyqueue.cluster")
@@ -92,6 +94,8 @@ class Lease:
         now = self.clock()
         try:
             if owner is None:
+                if not await may_take_free(self.link.kv, self.shard, self.link.config.node, self.lease_s):
+                    return False
                 if await self._waits_its_turn():
                     return False
                 started = self.clock()
@@ -127,17 +131,33 @@ class Lease:
             self._seen = (-1, self.clock())
         return self.clock() - self._seen[1] < owned * self.lease_s / 2
 
-    def keep(self, on_lost: Callable[[str], None]) -> None:
-        """Renew every third of a lease until released; `on_lost(why)` when it is lost."""
-        self._keeper = asyncio.run_coroutine_threadsafe(self._keep(on_lost), self.link.loop)
+    def keep(self, on_lost: Callable[[str], None], on_handover: Callable[[], None]) -> None:
+        """Renew every third of a lease until released; `on_lost(why)` when it is lost, and
+        `on_handover()` (once) when the owner is asked to step down."""
+        self._keeper = asyncio.run_coroutine_threadsafe(self._keep(on_lost, on_handover), self.link.loop)
 
-    async def _keep(self, on_lost: Callable[[str], None]) -> None:
+    async def _keep(self, on_lost: Callable[[str], None], on_handover: Callable[[], None]) -> None:
         from nats.js.errors import KeyWrongLastSequenceError
 
+        asked = False
         while True:
             await asyncio.sleep(self.lease_s / 3)
             if await self.renew_once(on_lost, KeyWrongLastSequenceError):
                 return
+            if not asked:
+                try:
+                    handover = await read_handover(self.link.kv, self.shard)
+                except Exception as exc:  # read again at the next renewal
+                    log.debug("reading shard %d's handover: %s", self.shard, exc)
+                    continue
+                if handover is not None and handover.source == self.link.config.node:
+                    asked = True
+                    log.info(
+                        "shard %d: asked to hand over to %s; stopping",
+                        self.shard,
+                        handover.target or "another node",
+                    )
+                    on_handover()
 
     async def renew_once(self, on_lost: Callable[[str], None], wrong: type[Exception]) -> bool:
         """One renewal; True if the lease is lost (and `on_lost` was called)."""
@@ -159,6 +179,7 @@ class Lease:
         """Publish where this owner serves (a renewal that carries the address)."""
         self.address = address
         await self._update()
+        await handover_done(self.link.kv, self.shard)
 
     async def release(self) -> None:
         """Give the lease up (a clean stop): a standby takes the shard without waiting a lease."""

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import nats.errors
 
-from pyqueue.cluster.fail_stop import lost
+from pyqueue.cluster.fail_stop import HANDED_OVER, lost
 from pyqueue.cluster.lease import Lease
 from pyqueue.cluster.nats_link import ClusterConfig, ClusterError, NatsLink
 from pyqueue.cluster.replica import Replica
@@ -97,7 +97,16 @@ async def run_shard(config: Any, cluster: ClusterConfig, stop: asyncio.Event, se
         store.close()
         link.close()
         return
-    lease.keep(lost)
+    main = asyncio.get_running_loop()
+
+    handed_over = False
+
+    def hand_over() -> None:  # from the NATS thread: stop as at a SIGTERM, then stand by again
+        nonlocal handed_over
+        handed_over = True
+        main.call_soon_threadsafe(stop.set)
+
+    lease.keep(lost, hand_over)
     appender = Appender(link, shard, 0)
     while True:  # the old owner may still append: read to the end again until the fence holds
         try:
@@ -118,3 +127,5 @@ async def run_shard(config: Any, cluster: ClusterConfig, stop: asyncio.Event, se
         on_stopped=lambda: link.run(lease.release),
     )
     link.close()
+    if handed_over:
+        raise SystemExit(HANDED_OVER)  # its supervisor starts it again, as a standby

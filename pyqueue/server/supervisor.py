@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from pyqueue.children import child_environment, pyqueue_command
 from pyqueue.cluster import SLOTS, Topology
+from pyqueue.cluster.fail_stop import HANDED_OVER
 from pyqueue.cluster.metadata import MetadataError, read_json, write_json
 from pyqueue.server.app import advertised, dialable, start_grpc
 from pyqueue.server.auth import Authority
@@ -227,6 +228,13 @@ def _last_addresses(topology_file: Path) -> list[str]:
         return []
 
 
+def _say_exited(process: ShardProcess, code: int) -> None:
+    if code == HANDED_OVER:
+        log.info("shard %d handed its lease over; it stands by again", process.index)
+    else:
+        log.error("shard %d exited with code %d; restarting it on %s", process.index, code, process.address)
+
+
 async def _join_cluster(config: ServerConfig, processes: list[ShardProcess], host: str) -> "NodeMap":
     """A cluster node: hold the node's name, and start every shard as a standby of the cluster."""
     from pyqueue.cluster.nats_link import ClusterError
@@ -324,9 +332,7 @@ async def supervise(
             code = process.proc.wait()
             if stop.is_set():
                 return
-            log.error(
-                "shard %d exited with code %d; restarting it on %s", process.index, code, process.address
-            )
+            _say_exited(process, code)
             before = (process.address, process.dial)
             process.start()
             if nodes is None and (process.address, process.dial) != before:

@@ -1,0 +1,65 @@
+"""The operator's moves: `pyqueue cluster move` hands a shard to a chosen node, `drain` moves every
+shard off a node and keeps it off until `undrain`, with producers seeing no error meanwhile."""
+
+import threading
+
+from cluster_nodes import Cluster, wait_until
+from harness import pyqueue_command
+
+import pyqueue
+
+
+def cluster_command(cluster: Cluster, *args: str) -> str:
+    done = pyqueue_command("cluster", *args, "--cluster", cluster.nats.urls, "--cluster-name", cluster.name)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def refused(cluster: Cluster, *args: str) -> str:
+    done = pyqueue_command("cluster", *args, "--cluster", cluster.nats.urls, "--cluster-name", cluster.name)
+    assert done.returncode != 0, done.stdout
+    return done.stderr
+
+
+class Producer(threading.Thread):
+    def __init__(self, address: str) -> None:
+        super().__init__(daemon=True)
+        self.address, self.stop, self.errors, self.ids = address, threading.Event(), [], []  # type: ignore[var-annotated]
+
+    def run(self) -> None:
+        with pyqueue.Client(self.address, timeout=10) as client:
+            n = 0
+            while not self.stop.is_set():
+                n += 1
+                try:
+                    self.ids.append(client.enqueue("t", n, queue=f"q{n % 4}", unique_key=f"m{n}").id)
+                except pyqueue.PyQueueError as exc:
+                    self.errors.append(exc)
+
+
+def test_move_and_drain_hand_shards_over_with_no_error_for_producers(cluster: Cluster) -> None:
+    producer = Producer(cluster.addresses)
+    producer.start()
+    source = cluster.owner(0)
+    target = next(n for n in cluster.nodes if n is not source)
+    said = cluster_command(cluster, "move", "0", target.name)
+    assert f"shard 0 moved to {target.name}" in said
+    wait_until(lambda: cluster.owner(0) is target, 30, "clients are sent to the new owner")
+    source.wait_for("shard 0 handed its lease over; it stands by again")
+
+    said = cluster_command(cluster, "drain", target.name)
+    assert f"{target.name} serves no shard" in said
+    wait_until(lambda: all(cluster.owner(s) is not target for s in (0, 1)), 30, "clients are sent elsewhere")
+    cluster_command(cluster, "undrain", target.name)
+    said = cluster_command(cluster, "move", "1", target.name)
+    wait_until(lambda: cluster.owner(1) is target, 30, "clients are sent to the new owner")
+    producer.stop.set()
+    producer.join(30)
+    assert producer.errors == [], producer.errors[:3]
+    with pyqueue.Client(cluster.addresses) as client:
+        assert client.count_jobs() == len(producer.ids)
+
+
+def test_moves_to_nowhere_are_refused(cluster: Cluster) -> None:
+    assert "no node named 'zz' runs in the cluster" in refused(cluster, "move", "0", "zz")
+    assert "there is no shard 7" in refused(cluster, "move", "7", "a")
