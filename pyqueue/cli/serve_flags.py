@@ -115,6 +115,11 @@ class ServeFlags:
 
         if not self.cluster_urls:
             return None
+        if self.tls_cert is not None:
+            raise click.UsageError(
+                "--cluster with --tls-cert is not supported yet: a node forwards to the other nodes' "
+                "owners in plaintext (docs/cluster.md, what the cluster does not do yet)"
+            )
         urls = tuple(u.strip() for u in self.cluster_urls.split(",") if u.strip())
         node = self.node or socket.gethostname().split(".")[0]
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", node):

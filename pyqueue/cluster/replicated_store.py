@@ -14,10 +14,13 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+
 from pyqueue.cluster.changelog import FENCE, RecordingBatch
 from pyqueue.cluster.fail_stop import lost
 from pyqueue.cluster.nats_link import NatsLink
 from pyqueue.cluster.replica import APPLIED
+from pyqueue.engine.telemetry import SECONDS, Histogram
 from pyqueue.store.contract import Batch, Family
 from pyqueue.store.rocks import RocksStore
 
@@ -44,12 +47,14 @@ class Appender:
         self.budget_s = link.config.lease_s / 2
         self.appends = 0
         self.bytes = 0
+        self.append_seconds = Histogram(SECONDS)  # appended on the writer thread only
 
     def append(self, entry: bytes) -> int:
         from nats.js.errors import APIError
 
         headers = {"Nats-Expected-Last-Sequence": str(self.last), "Nats-Msg-Id": uuid.uuid4().hex}
-        give_up = time.monotonic() + self.budget_s
+        started = time.monotonic()
+        give_up = started + self.budget_s
         while True:
             try:
                 ack = self.link.call(
@@ -74,6 +79,7 @@ class Appender:
         self.last = int(ack.seq)
         self.appends += 1
         self.bytes += len(entry)
+        self.append_seconds.observe(time.monotonic() - started)
         return self.last
 
     def fence(self, expected: int) -> bool:
@@ -107,6 +113,28 @@ class ReplicatedStore:
             lost(str(exc))
         batch.inner.put(Family.DATA, APPLIED, self.appender.last.to_bytes(8, "big"))
         self.inner.write(batch.inner)
+
+    def families(self) -> list[Metric]:
+        """This owner's part of /metrics (added up over the shards by the node's public address)."""
+        a = self.appender
+        return [
+            CounterMetricFamily(
+                "pyqueue_cluster_changelog_appends",
+                "Entries this owner appended to its shard's changelog.",
+                value=a.appends,
+            ),
+            CounterMetricFamily(
+                "pyqueue_cluster_changelog_bytes",
+                "Bytes this owner appended to its shard's changelog.",
+                value=a.bytes,
+            ),
+            HistogramMetricFamily(
+                "pyqueue_cluster_append_seconds",
+                "Changelog appends, from sending to the JetStream quorum's answer (retries included).",
+                buckets=[(b, float(n)) for b, n in a.append_seconds.buckets()],
+                sum_value=a.append_seconds.sum,
+            ),
+        ]
 
     # Reads, syncs and the rest are the local store's.
     def sync(self) -> None:

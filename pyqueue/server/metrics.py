@@ -105,6 +105,9 @@ def shard_families(engine: Engine, workers: dict[str, int]) -> list[Metric]:
             value=stats["pending_compaction_bytes"],
         )
     )
+    cluster = getattr(engine.store, "families", None)  # a cluster's owner: its changelog's figures
+    if cluster is not None:
+        families += cluster()
     return families
 
 

@@ -41,3 +41,8 @@ def test_a_nats_url_that_answers_nothing_is_a_clear_error(tmp_path: Path) -> Non
     out = serve(tmp_path / "x", "--shards", "2", "--cluster", f"nats://127.0.0.1:{port}", "--node", "x")
     assert f"no NATS server answered at nats://127.0.0.1:{port}" in out
     assert "check --cluster" in out
+
+
+def test_a_node_name_that_cannot_name_keys_is_refused(tmp_path: Path) -> None:
+    out = serve(tmp_path / "x", "--cluster", "nats://127.0.0.1:1", "--node", "a.b")
+    assert "--node 'a.b': a node's name is 1 to 64 letters, digits, '-' or '_'" in out

@@ -35,3 +35,16 @@ def test_status_shows_the_owners_clients_are_sent_to_and_standbys_catching_up(cl
 def test_status_of_a_cluster_that_does_not_exist_says_so(cluster: Cluster) -> None:
     done = pyqueue_command("cluster", "status", "--cluster", cluster.nats.urls, "--cluster-name", "nope")
     assert done.returncode != 0 and "no cluster named 'nope'" in done.stderr
+
+
+def test_metrics_count_what_the_owners_appended_to_their_changelogs(cluster: Cluster) -> None:
+    import urllib.request
+
+    with pyqueue.Client(cluster.addresses) as client:
+        for i in range(20):
+            client.enqueue("t", queue=f"q{i % 4}")
+    node = cluster.nodes[0]
+    text = urllib.request.urlopen(f"http://{node.http_address}/metrics", timeout=30).read().decode()
+    appends = [line for line in text.splitlines() if line.startswith("pyqueue_cluster_changelog_appends_total ")]
+    assert appends and float(appends[0].split()[1]) >= 20, appends
+    assert "pyqueue_cluster_append_seconds_bucket" in text
