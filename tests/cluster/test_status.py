@@ -45,6 +45,8 @@ def test_metrics_count_what_the_owners_appended_to_their_changelogs(cluster: Clu
             client.enqueue("t", queue=f"q{i % 4}")
     node = cluster.nodes[0]
     text = urllib.request.urlopen(f"http://{node.http_address}/metrics", timeout=30).read().decode()
-    appends = [line for line in text.splitlines() if line.startswith("pyqueue_cluster_changelog_appends_total ")]
+    appends = [
+        line for line in text.splitlines() if line.startswith("pyqueue_cluster_changelog_appends_total ")
+    ]
     assert appends and float(appends[0].split()[1]) >= 20, appends
     assert "pyqueue_cluster_append_seconds_bucket" in text
