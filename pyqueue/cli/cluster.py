@@ -103,7 +103,7 @@ def status(urls: str, cluster_name: str, as_json: bool) -> None:
             str(s.shard),
             f"{s.owner} at {s.address}" if s.owner else "none (a standby takes it)",
             f"{s.lease_renewed_s_ago}s ago" if s.lease_renewed_s_ago is not None else "-",
-            f"{s.changelog_end} entries, {s.changelog_bytes / 1e6:.1f} MB",
+            f"entries {s.changelog_first} to {s.changelog_end}, {s.changelog_bytes / 1e6:.1f} MB",
             ", ".join(f"{b.node} ({b.lag})" for b in s.standbys) or "none",
         )
     console = Console()

@@ -218,6 +218,14 @@ def check_server_installed() -> None:
     show_default=True,
     help="Copies JetStream keeps of each changelog (needs as many NATS servers).",
 )
+@click.option(
+    "--snapshot-bytes",
+    type=click.IntRange(1 << 10, 1 << 40),
+    default=256 << 20,
+    show_default=True,
+    help="Once a shard's changelog holds this many bytes, its owner snapshots its store into NATS and "
+    "trims the changelog (a new node restores the snapshot, then applies what follows).",
+)
 @click.option("--shard-index", type=int, default=0, hidden=True)
 @click.option("--shard-count", type=int, default=1, hidden=True)
 @click.option("--topology-file", type=click.Path(path_type=Path), default=None, hidden=True)
@@ -286,7 +294,7 @@ def _refuse_a_sharded_store(data_dir: Path, shard_count: int) -> None:
 
 _OWN = {"--data-dir", "--listen", "--shards", "--http-listen", "--advertise"}
 # A cluster node's supervisor gives its shards these as it resolved them (ClusterConfig.args).
-_OWN |= {"--cluster", "--node", "--cluster-name", "--lease", "--replicas"}
+_OWN |= {"--cluster", "--node", "--cluster-name", "--lease", "--replicas", "--snapshot-bytes"}
 _OWN_FLAGS = {"--init"}  # the supervisor decides which shard may create its store
 
 

@@ -51,6 +51,7 @@ class ServeFlags:
     cluster_name: str
     lease_s: float
     replicas: int
+    snapshot_bytes: int
     shard_index: int
     shard_count: int
     topology_file: Path | None
@@ -132,6 +133,7 @@ class ServeFlags:
             name=self.cluster_name,
             lease_s=self.lease_s,
             replicas=self.replicas,
+            snapshot_bytes=self.snapshot_bytes,
         )
 
     def server_config(self, open_files: int) -> "ServerConfig":

@@ -28,6 +28,7 @@ class ClusterConfig:
     lease_s: float = 5.0  # an owner silent this long loses its shards to a standby
     replicas: int = 3  # copies JetStream keeps of the changelog and the leases
     connect_timeout_s: float = 10.0
+    snapshot_bytes: int = 256 << 20  # an owner snapshots its store and trims its changelog past this
 
     def stream(self, shard: int) -> str:
         return f"PYQUEUE_{self.name}_{shard}"
@@ -44,6 +45,7 @@ class ClusterConfig:
         return [
             "--cluster", ",".join(self.urls), "--node", self.node, "--cluster-name", self.name,
             "--lease", str(self.lease_s), "--replicas", str(self.replicas),
+            "--snapshot-bytes", str(self.snapshot_bytes),
         ]  # fmt: skip
 
 

@@ -5,6 +5,7 @@ The changelog sequence each write applied is written in the same batch (APPLIED)
 stops anywhere, even with its unsynced log tail lost, resumes right after what it holds.
 """
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -13,6 +14,7 @@ from pyqueue.cluster import changelog
 from pyqueue.cluster.nats_link import NatsLink
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
+from pyqueue.store.rocks import RocksStore
 
 log = logging.getLogger("pyqueue.cluster")
 APPLIED = keys.meta_key("changelog-applied")
@@ -27,7 +29,7 @@ def applied_sequence(store: Store) -> int:
 class Replica:
     """Applies shard `shard`'s changelog to `store`; runs on the link's loop."""
 
-    def __init__(self, store: Store, link: NatsLink, shard: int) -> None:
+    def __init__(self, store: RocksStore, link: NatsLink, shard: int) -> None:
         self.store = store
         self.link = link
         self.shard = shard
@@ -61,7 +63,7 @@ class Replica:
         try:
             messages = await self._subscription.fetch(FETCH, timeout=wait_s)
         except TimeoutError:  # nats' own, and asyncio's from inside the fetch: nothing new
-            return 0
+            messages = []
         except Exception as exc:  # a NATS server went away with the consumer: start one anew
             log.info(
                 "shard %d: reading the changelog again from %d (%s: %s)",
@@ -73,9 +75,29 @@ class Replica:
             sequence = message.metadata.sequence.stream
             if sequence != self.read + 1:  # never skip an entry: read again from the next one
                 await self._drop()
+                await self.restore_if_trimmed()
                 return 0
             self.take(sequence, message.data)
+        if not messages:
+            await self.restore_if_trimmed()
         return len(messages)
+
+    async def restore_if_trimmed(self) -> bool:
+        """If the changelog was trimmed past what this copy read (a new node, one down for long),
+        replace the copy with the shard's snapshot; True if it did."""
+        info = await self.link.js.stream_info(self.link.config.stream(self.shard))
+        if int(info.state.first_seq) <= self.read + 1:
+            return False
+        from pyqueue.cluster.snapshots import restore
+
+        await self._drop()
+        path = self.store.path
+        self.store.close()
+        sequence = await restore(self.link, self.shard, path)
+        self.store = await asyncio.to_thread(RocksStore, path, create=False)
+        self.applied = self.read = sequence
+        self._parts = []
+        return True
 
     def take(self, sequence: int, entry: bytes) -> None:
         kind = entry[:1]
@@ -100,6 +122,7 @@ class Replica:
 
     async def catch_up(self) -> int:
         """Read to the changelog's end as it is now; that end."""
+        await self.restore_if_trimmed()
         info = await self.link.js.stream_info(self.link.config.stream(self.shard))
         end = int(info.state.last_seq)
         while self.read < end:

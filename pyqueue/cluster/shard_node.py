@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import nats.errors
@@ -23,6 +24,7 @@ from pyqueue.cluster.lease import Lease
 from pyqueue.cluster.nats_link import ClusterConfig, ClusterError, NatsLink
 from pyqueue.cluster.replica import Replica
 from pyqueue.cluster.replicated_store import Appender, ReplicatedStore
+from pyqueue.cluster.snapshots import Snapshotter
 from pyqueue.store.rocks import RocksStore
 
 log = logging.getLogger("pyqueue.cluster")
@@ -49,83 +51,129 @@ async def join(link: NatsLink, shards: int) -> None:
 
 
 async def run_shard(config: Any, cluster: ClusterConfig, stop: asyncio.Event, serve: Serve) -> None:
-    shard, shards = config.shard_index, config.shard_count
-    link = NatsLink(cluster)
+    node = ShardNode(config.data_dir, config.shard_index, config.shard_count, cluster, stop)
     try:
-        link.start()
+        await node.join()
     except ClusterError as exc:
         raise SystemExit(f"pyqueue serve: {exc}") from None
+    if not await node.stand_by():
+        node.close()
+        return
+    await node.take_over()
+    await node.own(serve)
+    if node.handed_over:
+        raise SystemExit(HANDED_OVER)  # its supervisor starts it again, as a standby
 
-    try:
-        await link.run(lambda: join(link, shards))
-        await link.run(lambda: link.open_stream(shard))
-    except ClusterError as exc:
-        raise SystemExit(f"pyqueue serve: {exc}") from None
-    store = RocksStore(config.data_dir, create=True)
-    replica = Replica(store, link, shard)
-    lease = Lease(link, shard, shards)
-    log.info("standing by for shard %d (changelog applied to %d)", shard, replica.applied)
 
-    started, behind, told = time.perf_counter(), True, 0.0
+class ShardNode:
+    """The phases of one shard process of a cluster node, in order: join, stand by, take over, own."""
 
-    async def stand_by_once() -> bool:
-        nonlocal behind, told
+    def __init__(
+        self, data_dir: Path, shard: int, shards: int, cluster: ClusterConfig, stop: asyncio.Event
+    ) -> None:
+        self.data_dir, self.shard, self.shards, self.cluster, self.stop = (
+            data_dir,
+            shard,
+            shards,
+            cluster,
+            stop,
+        )
+        self.link = NatsLink(cluster)
+        self.lease = Lease(self.link, shard, shards)
+        self.replica: Replica | None = None
+        self.appender = Appender(self.link, shard, 0)
+        self.handed_over = False
+        self._caught_up = False
+        self._told = 0.0
+
+    async def join(self) -> None:
+        self.link.start()
+        await self.link.run(lambda: join(self.link, self.shards))
+        await self.link.run(lambda: self.link.open_stream(self.shard))
+        self.replica = Replica(RocksStore(self.data_dir, create=True), self.link, self.shard)
+        log.info("standing by for shard %d (changelog applied to %d)", self.shard, self.replica.applied)
+
+    async def stand_by(self) -> bool:
+        """Apply the changelog until this node takes the lease (True) or is stopped (False)."""
+        started = time.perf_counter()
+        while not self.stop.is_set():
+            if await self.link.run(lambda: self._stand_by_once(started)):
+                return True
+        return False
+
+    async def _stand_by_once(self, started: float) -> bool:
+        assert self.replica is not None
+        replica, shard = self.replica, self.shard
         try:
-            if time.monotonic() - told > 1.0:  # for `pyqueue cluster status`: how far behind
-                told = time.monotonic()
-                await link.kv.put(
-                    f"replica.{shard}.{cluster.node}",
+            if time.monotonic() - self._told > 1.0:  # for `pyqueue cluster status`: how far behind
+                self._told = time.monotonic()
+                await self.link.kv.put(
+                    f"replica.{shard}.{self.cluster.node}",
                     json.dumps({"applied": replica.applied, "at": time.time()}).encode(),
                 )
-            if not await replica.fetch(cluster.lease_s / 4) and behind:
-                behind = False
+            if not await replica.fetch(self.cluster.lease_s / 4) and not self._caught_up:
+                self._caught_up = True
                 log.info(
                     "shard %d: caught up with the changelog at entry %d (%d entries in %.2fs)",
                     shard, replica.read, replica.entries_applied, replica.applied_at - started,
                 )  # fmt: skip
-            return await lease.try_take()
+            return await self.lease.try_take()
         except TRANSIENT as exc:  # JetStream electing a leader, a server gone: look again
             log.info("shard %d: waiting for JetStream (%s: %s)", shard, type(exc).__name__, exc)
-            await asyncio.sleep(cluster.lease_s / 4)
+            await asyncio.sleep(self.cluster.lease_s / 4)
             return False
 
-    while not stop.is_set():
-        if await link.run(stand_by_once):
-            break
-    if stop.is_set():
-        await link.run(replica.close)
-        store.close()
-        link.close()
-        return
-    main = asyncio.get_running_loop()
+    async def take_over(self) -> None:
+        """Hold the lease, read the changelog to its end and fence it: from now on only this
+        process can append."""
+        assert self.replica is not None
+        main = asyncio.get_running_loop()
 
-    handed_over = False
+        def hand_over() -> None:  # from the NATS thread: stop as at a SIGTERM, then stand by again
+            self.handed_over = True
+            main.call_soon_threadsafe(self.stop.set)
 
-    def hand_over() -> None:  # from the NATS thread: stop as at a SIGTERM, then stand by again
-        nonlocal handed_over
-        handed_over = True
-        main.call_soon_threadsafe(stop.set)
+        self.lease.keep(lost, hand_over)
+        while True:  # the old owner may still append: read to the end again until the fence holds
+            try:
+                end = await self.link.run(self.replica.catch_up)
+            except TRANSIENT as exc:  # the lease keeper stops us if this outlasts the lease
+                log.info(
+                    "shard %d: waiting for JetStream to read the changelog (%s)",
+                    self.shard,
+                    type(exc).__name__,
+                )
+                continue
+            if await asyncio.to_thread(self.appender.fence, end):
+                break
+        await self.link.run(self.replica.close)
+        log.info("shard %d: owner from changelog entry %d on (%d entries applied as a standby)",
+                 self.shard, self.appender.last, self.replica.entries_applied)  # fmt: skip
 
-    lease.keep(lost, hand_over)
-    appender = Appender(link, shard, 0)
-    while True:  # the old owner may still append: read to the end again until the fence holds
-        try:
-            end = await link.run(replica.catch_up)
-        except TRANSIENT as exc:  # the lease keeper stops us if this outlasts the lease
-            log.info("shard %d: waiting for JetStream to read the changelog (%s)", shard, type(exc).__name__)
-            continue
-        if await asyncio.to_thread(appender.fence, end):
-            break
-    await link.run(replica.close)
-    log.info("shard %d: owner from changelog entry %d on (%d entries applied as a standby)",
-             shard, appender.last, replica.entries_applied)  # fmt: skip
-    max_entry = int(link.nc.max_payload) - 4096
-    replicated = ReplicatedStore(store, appender, max_entry)
-    await serve(
-        replicated,
-        on_listening=lambda address: link.run(lambda: lease.announce(address)),
-        on_stopped=lambda: link.run(lease.release),
-    )
-    link.close()
-    if handed_over:
-        raise SystemExit(HANDED_OVER)  # its supervisor starts it again, as a standby
+    async def own(self, serve: Serve) -> None:
+        """Serve the local store (a restored snapshot's, maybe) through the changelog, snapshotting
+        it as the changelog grows, until stopped."""
+        assert self.replica is not None
+        store = self.replica.store
+        replicated = ReplicatedStore(store, self.appender, int(self.link.nc.max_payload) - 4096)
+        snapshotter = Snapshotter(self.link, self.shard, store, self.cluster.snapshot_bytes)
+        snapshots = asyncio.run_coroutine_threadsafe(snapshotter.run(), self.link.loop)
+
+        async def stopped() -> None:  # everything is written; the store closes after this
+            await self.link.run(snapshotter.stop)
+            snapshots.cancel()
+            await self.link.run(self.lease.release)
+
+        await serve(
+            replicated,
+            on_listening=lambda address: self.link.run(lambda: self.lease.announce(address)),
+            on_stopped=stopped,
+        )
+        self.link.close()
+
+    def close(self) -> None:
+        """Stopped while standing by."""
+        if self.replica is not None:
+            self.link.call(self.replica.close, 10)
+            self.replica.store.close()
+        self.link.close()

@@ -70,14 +70,27 @@ class Snapshotter:
         self.store = store
         self.snapshot_bytes = snapshot_bytes
         self.taken = 0
+        self._stopped = False
+        self._busy: asyncio.Lock | None = None  # held through a snapshot: the store must stay open
 
     async def run(self) -> None:
-        while True:
+        self._busy = asyncio.Lock()
+        while not self._stopped:
             await asyncio.sleep(CHECK_S)
-            try:
-                await self.run_once()
-            except Exception as exc:  # the next look tries again; the changelog just grows meanwhile
-                log.warning("shard %d: a snapshot failed: %s: %s", self.shard, type(exc).__name__, exc)
+            async with self._busy:
+                if self._stopped:
+                    return
+                try:
+                    await self.run_once()
+                except Exception as exc:  # the next look tries again; the changelog grows meanwhile
+                    log.warning("shard %d: a snapshot failed: %s: %s", self.shard, type(exc).__name__, exc)
+
+    async def stop(self) -> None:
+        """Stop looking; wait for a snapshot under way (the store closes next)."""
+        self._stopped = True
+        if self._busy is not None:
+            async with self._busy:
+                pass
 
     async def run_once(self, force: bool = False) -> int | None:
         """Snapshot and trim if the changelog holds enough; the snapshot's sequence, or None."""
@@ -92,10 +105,12 @@ class Snapshotter:
 
             bucket = await _bucket(self.link)
             with open(packed, "rb") as data:
-                meta = ObjectMeta(name=object_name(self.shard), description=json.dumps({"sequence": sequence}))
+                meta = ObjectMeta(
+                    name=object_name(self.shard), description=json.dumps({"sequence": sequence})
+                )
                 await bucket.put(object_name(self.shard), data, meta=meta)
             size = packed.stat().st_size
-        keep_from = min(sequence, *(await self._standbys_applied())) + 1
+        keep_from = min([sequence, *await self._standbys_applied()]) + 1
         await self.link.js.purge_stream(stream, seq=keep_from)
         self.taken += 1
         log.info(

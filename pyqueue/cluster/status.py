@@ -24,6 +24,7 @@ class ShardStatus:
     owner: str
     address: str
     lease_renewed_s_ago: float | None
+    changelog_first: int  # entries before it were trimmed (a snapshot holds them)
     changelog_end: int
     changelog_bytes: int
     standbys: list[Standby] = field(default_factory=list)
@@ -74,7 +75,7 @@ async def read_status(link: NatsLink) -> ClusterStatus:
         end = int(info.state.last_seq)
         status = ShardStatus(
             shard, owner.node if owner else "", owner.address if owner else "",
-            round(now - owner.at, 1) if owner and owner.at else None, end, int(info.state.bytes),
+            round(now - owner.at, 1) if owner and owner.at else None, int(info.state.first_seq), end, int(info.state.bytes),
         )  # fmt: skip
         for node, value in sorted(replicas.get(shard, [])):
             if owner is not None and node == owner.node:

@@ -305,6 +305,12 @@ class RocksStore:
         return {"disk_bytes": disk, "pending_compaction_bytes": pending}
 
     def close(self) -> None:
+        # The column families' handles share the database: drop them too, so that the files'
+        # lock is released now (a cluster's standby reopens the directory after a restore).
+        for family in self._families.values():
+            family.close()
+        self._families.clear()
+        self._handles.clear()
         self._db.close()
         if self._view is not None:
             self._view.cleanup()

@@ -30,11 +30,13 @@ def children(pid: int) -> list[int]:
 class Node(ServerProcess):
     """A pyqueue node: its supervisor and shard processes, killed together like a host dying."""
 
-    def __init__(self, root: Path, name: str, nats: str, cluster: str, shards: int, lease_s: float) -> None:
+    def __init__(
+        self, root: Path, name: str, nats: str, cluster: str, shards: int, lease_s: float, *extra: str
+    ) -> None:
         super().__init__(
             root / f"node-{name}",
             "--shards", str(shards), "--cluster", nats, "--node", name,
-            "--cluster-name", cluster, "--lease", str(lease_s),
+            "--cluster-name", cluster, "--lease", str(lease_s), *extra,
         )  # fmt: skip
         self.name = name
 
@@ -57,10 +59,20 @@ class Node(ServerProcess):
 
 
 class Cluster:
-    def __init__(self, root: Path, nats: NatsCluster, shards: int = 2, lease_s: float = 2.0) -> None:
+    def __init__(
+        self, root: Path, nats: NatsCluster, shards: int = 2, lease_s: float = 2.0, *extra: str
+    ) -> None:
         self.name = f"t{os.getpid()}x{next(_names)}"
         self.nats = nats
-        self.nodes = [Node(root, n, nats.urls, self.name, shards, lease_s) for n in "abc"]
+        self.root, self.shards, self.lease_s, self.extra = root, shards, lease_s, extra
+        self.nodes = [Node(root, n, nats.urls, self.name, shards, lease_s, *extra) for n in "abc"]
+
+    def add_node(self, name: str) -> Node:
+        """Another node with this cluster's flags and an empty data dir."""
+        node = Node(self.root, name, self.nats.urls, self.name, self.shards, self.lease_s, *self.extra)
+        self.nodes.append(node)
+        node.start(timeout=120)
+        return node
 
     def start(self) -> "Cluster":
         errors: list[BaseException] = []
