@@ -4,14 +4,19 @@ the node's public address forwards to and tells clients (GetTopology).
 """
 
 import asyncio
+import functools
 import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from pyqueue.cluster.lease import Owner, read_owner
 from pyqueue.cluster.nats_link import ClusterConfig, ClusterError, NatsLink
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 log = logging.getLogger("pyqueue.cluster")
 POLL_S = 0.2  # how often the owners are read: a takeover reaches clients within this
@@ -29,6 +34,11 @@ class NodeMap:
         self.instance = uuid.uuid4().hex
         self.address = ""
         self.owners: list[Owner | None] = [None] * shards
+        # For /metrics: what this node saw and did.
+        self.owner_changes = [0] * shards  # a shard's owner became another node
+        self._last_node = [""] * shards
+        self.standby_lag: dict[int, int] = {}  # entries this node's standby of a shard has not applied
+        self.exits = {"lost": 0, "handed_over": 0}  # this node's owners that lost or handed over a shard
         self._revision = 0
         self._stopped = False
 
@@ -92,6 +102,10 @@ class NodeMap:
                     continue
                 before = self.owners[shard]
                 self.owners[shard] = owner
+                if owner is not None:  # a released lease (None) between two owners is still a change
+                    if self._last_node[shard] not in ("", owner.node):
+                        self.owner_changes[shard] += 1
+                    self._last_node[shard] = owner.node
                 if (
                     owner is not None
                     and owner.address
@@ -100,12 +114,58 @@ class NodeMap:
                     log.info("shard %d is served by %s at %s", shard, owner.node, owner.address)
                     await moved(shard, owner.address)
             if time.monotonic() - renewed > self.config.lease_s / 3:
+                await self._measure_lag()
                 try:
                     self._revision = await self.link.run(self._renew)
                     renewed = time.monotonic()
                 except Exception as exc:
                     log.warning("renewing this node's name: %s", exc)
             await asyncio.sleep(POLL_S)
+
+    async def _measure_lag(self) -> None:
+        """How far this node's standbys are behind their changelogs (as they last reported)."""
+        for shard in range(self.shards):
+            owner = self.owners[shard]
+            if owner is not None and owner.node == self.config.node:
+                self.standby_lag.pop(shard, None)
+                continue
+            try:
+                self.standby_lag[shard] = await self.link.run(functools.partial(self._lag_of, shard))
+            except Exception as exc:  # not reported yet, or NATS busy: measured next time
+                log.debug("measuring shard %d's lag: %s", shard, exc)
+
+    async def _lag_of(self, shard: int) -> int:
+        info = await self.link.js.stream_info(self.config.stream(shard))
+        entry = await self.link.kv.get(f"replica.{shard}.{self.config.node}")
+        applied = int(json.loads(entry.value or b"{}").get("applied", 0))
+        return max(0, int(info.state.last_seq) - applied)
+
+    def families(self) -> "list[Metric]":
+        """This node's part of /metrics."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        changes = CounterMetricFamily(
+            "pyqueue_cluster_owner_changes",
+            "Times a shard's owner became another node, as this node saw it.",
+            labels=["shard"],
+        )
+        for shard, n in enumerate(self.owner_changes):
+            changes.add_metric([str(shard)], n)
+        lag = GaugeMetricFamily(
+            "pyqueue_cluster_standby_lag_entries",
+            "Changelog entries this node's standby of a shard has not applied yet.",
+            labels=["shard"],
+        )
+        for shard, n in sorted(self.standby_lag.items()):
+            lag.add_metric([str(shard)], n)
+        exits = CounterMetricFamily(
+            "pyqueue_cluster_owner_exits",
+            "This node's owners that stopped: lost (fenced, or the lease not renewed in time) or handed over (a move, a drain).",
+            labels=["why"],
+        )
+        for why, n in sorted(self.exits.items()):
+            exits.add_metric([why], n)
+        return [changes, lag, exits]
 
     async def _renew(self) -> int:
         return int(await self.link.kv.update(node_key(self.config.node), self._value(), last=self._revision))

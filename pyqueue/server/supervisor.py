@@ -20,12 +20,13 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pyqueue.children import child_environment, pyqueue_command
 from pyqueue.cluster import SLOTS, Topology
-from pyqueue.cluster.fail_stop import HANDED_OVER
+from pyqueue.cluster.fail_stop import HANDED_OVER, LOST_SHARD
 from pyqueue.cluster.metadata import MetadataError, read_json, write_json
 from pyqueue.server.app import advertised, dialable, start_grpc
 from pyqueue.server.auth import Authority
@@ -38,6 +39,8 @@ from pyqueue.store.rocks import missing_store
 
 if TYPE_CHECKING:
     from pyqueue.cluster.node_map import NodeMap
+
+MetricsText = Callable[[tuple[tuple[str, str], ...]], Coroutine[Any, Any, bytes]]
 
 log = logging.getLogger("pyqueue.supervisor")
 _LISTENING = re.compile(r"listening on (\S+:\d+)")
@@ -228,7 +231,23 @@ def _last_addresses(topology_file: Path) -> list[str]:
         return []
 
 
-def _say_exited(process: ShardProcess, code: int) -> None:
+def _with_node(shards: "MetricsText", nodes: "NodeMap | None") -> "MetricsText":
+    """The shards' metrics, and a cluster node's own after them."""
+    if nodes is None:
+        return shards
+
+    async def both(metadata: tuple[tuple[str, str], ...]) -> bytes:
+        from pyqueue.server import metrics
+
+        text: bytes = await shards(metadata)
+        return text + metrics.render(nodes.families())
+
+    return both
+
+
+def _say_exited(process: ShardProcess, code: int, nodes: "NodeMap | None") -> None:
+    if nodes is not None and code in (LOST_SHARD, HANDED_OVER):
+        nodes.exits["lost" if code == LOST_SHARD else "handed_over"] += 1
     if code == HANDED_OVER:
         log.info("shard %d handed its lease over; it stands by again", process.index)
     else:
@@ -312,7 +331,7 @@ async def supervise(
         HttpEndpoint(
             http_listen,
             loop,
-            router.metrics_text,
+            _with_node(router.metrics_text, nodes),
             unhealthy,
             lambda: internal or dialable(address),
             authority,
@@ -332,7 +351,7 @@ async def supervise(
             code = process.proc.wait()
             if stop.is_set():
                 return
-            _say_exited(process, code)
+            _say_exited(process, code, nodes)
             before = (process.address, process.dial)
             process.start()
             if nodes is None and (process.address, process.dial) != before:

@@ -2,6 +2,7 @@
 shard off a node and keeps it off until `undrain`, with producers seeing no error meanwhile."""
 
 import threading
+import urllib.request
 
 from cluster_nodes import Cluster, wait_until
 from harness import pyqueue_command
@@ -46,6 +47,9 @@ def test_move_and_drain_hand_shards_over_with_no_error_for_producers(cluster: Cl
     assert f"shard 0 moved to {target.name}" in said
     wait_until(lambda: cluster.owner(0) is target, 30, "clients are sent to the new owner")
     source.wait_for("shard 0 handed its lease over; it stands by again")
+    text = urllib.request.urlopen(f"http://{source.http_address}/metrics", timeout=30).read().decode()
+    assert 'pyqueue_cluster_owner_exits_total{why="handed_over"} 1.0' in text
+    assert 'pyqueue_cluster_owner_changes_total{shard="0"} 1.0' in text
 
     said = cluster_command(cluster, "drain", target.name)
     assert f"{target.name} serves no shard" in said

@@ -50,3 +50,9 @@ def test_metrics_count_what_the_owners_appended_to_their_changelogs(cluster: Clu
     ]
     assert appends and float(appends[0].split()[1]) >= 20, appends
     assert "pyqueue_cluster_append_seconds_bucket" in text
+
+    def lag_shown() -> bool:
+        text = urllib.request.urlopen(f"http://{node.http_address}/metrics", timeout=30).read().decode()
+        return "pyqueue_cluster_standby_lag_entries{" in text
+
+    wait_until(lag_shown, 30, "the node's standbys' lag in its metrics")
