@@ -15,12 +15,16 @@ answered either). A FENCE entry is a new owner's first append: any parts before 
 import struct
 from collections.abc import Iterator
 
-from pyqueue.store.contract import Batch, Family
+from pyqueue.store import keys
+from pyqueue.store.contract import Batch, Family, Store
 
 BATCH, PART, FENCE = b"B", b"P", b"F"
 PUT_DATA, PUT_INDEX, DELETE_DATA, DELETE_INDEX = 0, 1, 2, 3
 _OP = struct.Struct(">BI")
 _LEN = struct.Struct(">I")
+# In a shard's store, beside what the entries write: the changelog sequence it holds up to, written
+# in the same batch as the entry (so a copy that stops anywhere knows where to go on from).
+APPLIED = keys.meta_key("changelog-applied")
 _FAMILY = {
     PUT_DATA: Family.DATA,
     PUT_INDEX: Family.INDEX,
@@ -135,3 +139,8 @@ def apply(batch: Batch, entry: bytes) -> None:
             batch.delete(family, key)
         else:
             batch.put(family, key, value)
+
+
+def applied_sequence(store: Store) -> int:
+    value = store.get(Family.DATA, APPLIED)
+    return int.from_bytes(value, "big") if value else 0

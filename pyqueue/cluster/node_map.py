@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from pyqueue.cluster.handover import ask_handover, is_drained
 from pyqueue.cluster.lease import Owner, read_owner
 from pyqueue.cluster.nats_link import ClusterConfig, ClusterError, NatsLink
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pyqueue.cluster")
 POLL_S = 0.2  # how often the owners are read: a takeover reaches clients within this
+SPREAD_LAG = 10_000  # a node asks for a shard only when its standby is this close to the end
 
 
 def node_key(node: str) -> str:
@@ -37,6 +39,7 @@ class NodeMap:
         # For /metrics: what this node saw and did.
         self.owner_changes = [0] * shards  # a shard's owner became another node
         self._last_node = [""] * shards
+        self._asked: tuple[int, float] | None = None  # a handover this node asked for, and when
         self.standby_lag: dict[int, int] = {}  # entries this node's standby of a shard has not applied
         self.exits = {"lost": 0, "handed_over": 0}  # this node's owners that lost or handed over a shard
         self._revision = 0
@@ -116,6 +119,10 @@ class NodeMap:
             if time.monotonic() - renewed > self.config.lease_s / 3:
                 await self._measure_lag()
                 try:
+                    await self.link.run(self._spread)
+                except Exception as exc:  # looked at again next time
+                    log.debug("spreading shards: %s: %s", type(exc).__name__, exc)
+                try:
                     self._revision = await self.link.run(self._renew)
                     renewed = time.monotonic()
                 except Exception as exc:
@@ -132,7 +139,44 @@ class NodeMap:
             try:
                 self.standby_lag[shard] = await self.link.run(functools.partial(self._lag_of, shard))
             except Exception as exc:  # not reported yet, or NATS busy: measured next time
-                log.debug("measuring shard %d's lag: %s", shard, exc)
+                log.debug("measuring shard %d's lag: %s: %s", shard, type(exc).__name__, exc)
+
+    async def _spread(self) -> None:
+        """Spread the shards over the nodes: a node that owns two fewer than the busiest live one
+        asks it to hand over the shard this node's standby is closest on (one at a time). So a
+        node that joins, or comes back, takes its share without an operator's `move`."""
+        from nats.js.errors import NoKeysError
+
+        me = self.config.node
+        if self._asked is not None:
+            shard, since = self._asked
+            owner = self.owners[shard]
+            if (
+                not (owner is not None and owner.node == me)
+                and time.monotonic() - since < 3 * self.config.lease_s
+            ):
+                return  # the last request is still under way
+            self._asked = None
+        if await is_drained(self.link.kv, me):
+            return
+        try:
+            live = {key[5:] for key in await self.link.kv.keys() if key.startswith("node.")}
+        except NoKeysError:
+            return
+        owned: dict[str, list[int]] = {node: [] for node in live}
+        for shard, owner in enumerate(self.owners):
+            if owner is not None and owner.node in owned:
+                owned[owner.node].append(shard)
+        busiest = max(owned, key=lambda n: len(owned[n]))
+        if len(owned[busiest]) - len(owned.get(me, [])) < 2:
+            return
+        closest = min(owned[busiest], key=lambda s: self.standby_lag.get(s, 1 << 62))
+        if self.standby_lag.get(closest, 1 << 62) > SPREAD_LAG:
+            return  # not caught up yet: the handover would wait on it
+        log.info("asking %s to hand shard %d over (it owns %d, this node %d)",
+                 busiest, closest, len(owned[busiest]), len(owned.get(me, [])))  # fmt: skip
+        await ask_handover(self.link.kv, closest, busiest, me)
+        self._asked = (closest, time.monotonic())
 
     async def _lag_of(self, shard: int) -> int:
         info = await self.link.js.stream_info(self.config.stream(shard))

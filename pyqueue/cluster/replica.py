@@ -11,19 +11,14 @@ import time
 from typing import Any
 
 from pyqueue.cluster import changelog
+from pyqueue.cluster.changelog import APPLIED, applied_sequence
 from pyqueue.cluster.nats_link import NatsLink
-from pyqueue.store import keys
-from pyqueue.store.contract import Family, Store
+from pyqueue.cluster.snapshots import restore
+from pyqueue.store.contract import Family
 from pyqueue.store.rocks import RocksStore
 
 log = logging.getLogger("pyqueue.cluster")
-APPLIED = keys.meta_key("changelog-applied")
 FETCH = 256  # entries per fetch
-
-
-def applied_sequence(store: Store) -> int:
-    value = store.get(Family.DATA, APPLIED)
-    return int.from_bytes(value, "big") if value else 0
 
 
 class Replica:
@@ -88,8 +83,6 @@ class Replica:
         info = await self.link.js.stream_info(self.link.config.stream(self.shard))
         if int(info.state.first_seq) <= self.read + 1:
             return False
-        from pyqueue.cluster.snapshots import restore
-
         await self._drop()
         path = self.store.path
         self.store.close()

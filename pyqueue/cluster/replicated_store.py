@@ -16,10 +16,9 @@ from pathlib import Path
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 
-from pyqueue.cluster.changelog import FENCE, RecordingBatch
+from pyqueue.cluster.changelog import APPLIED, FENCE, RecordingBatch
 from pyqueue.cluster.fail_stop import lost
 from pyqueue.cluster.nats_link import NatsLink
-from pyqueue.cluster.replica import APPLIED
 from pyqueue.engine.telemetry import SECONDS, Histogram
 from pyqueue.store.contract import Batch, Family
 from pyqueue.store.rocks import RocksStore

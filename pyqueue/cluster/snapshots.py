@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pyqueue.cluster.changelog import applied_sequence
 from pyqueue.cluster.nats_link import NatsLink
-from pyqueue.cluster.replica import applied_sequence
 from pyqueue.store.rocks import RocksStore
 
 log = logging.getLogger("pyqueue.cluster")
@@ -124,7 +124,7 @@ class Snapshotter:
         from nats.js.errors import KeyNotFoundError, NoKeysError
 
         try:
-            keys = await self.link.kv.keys(filters=[f"replica.{self.shard}.*"])
+            keys = [k for k in await self.link.kv.keys() if k.startswith(f"replica.{self.shard}.")]
         except NoKeysError:
             return []
         applied = []
@@ -156,4 +156,8 @@ def _unpack(packed: Path, data_dir: Path, old: Path) -> None:
     if data_dir.exists():
         data_dir.rename(old)  # removed with the temporary dir, once the new one is in place
     with tarfile.open(packed) as tar:
-        tar.extractall(data_dir, filter="data")
+        for member in tar.getmembers():  # our own checkpoint: plain files in one directory
+            name = Path(member.name)
+            if name.is_absolute() or ".." in name.parts or not (member.isfile() or member.isdir()):
+                raise ValueError(f"the snapshot holds {member.name!r}, which a checkpoint never does")
+        tar.extractall(data_dir)

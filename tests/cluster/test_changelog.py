@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pyqueue.cluster import changelog
-from pyqueue.cluster.replica import Replica, applied_sequence
+from pyqueue.cluster.changelog import applied_sequence
+from pyqueue.cluster.replica import Replica
 from pyqueue.store import RocksStore
 from pyqueue.store.contract import Family
 

@@ -67,3 +67,13 @@ def test_move_and_drain_hand_shards_over_with_no_error_for_producers(cluster: Cl
 def test_moves_to_nowhere_are_refused(cluster: Cluster) -> None:
     assert "no node named 'zz' runs in the cluster" in refused(cluster, "move", "0", "zz")
     assert "there is no shard 7" in refused(cluster, "move", "7", "a")
+
+
+def test_a_node_with_two_shards_fewer_than_another_takes_one_by_itself(cluster: Cluster) -> None:
+    a, b, c = cluster.nodes
+    cluster_command(cluster, "drain", c.name)
+    for shard in (0, 1):
+        cluster_command(cluster, "move", str(shard), a.name)
+    # a owns both, b none: b asks a for one, and a hands it over.
+    wait_until(lambda: {cluster.owner(0), cluster.owner(1)} == {a, b}, 60, "b took a shard from a")
+    assert any("asking a to hand shard" in line for line in b.lines)
