@@ -7,6 +7,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from browsers import CHROMEDRIVER
 from harness import ServerProcess
 
 import pyqueue
@@ -18,6 +19,23 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     proc.start()
     yield proc
     proc.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    """Headless Chromium (tests/browsers.py)."""
+    assert CHROMEDRIVER is not None, "CI installs chromium and chromium-driver (.ci/run)"
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    driver.set_window_size(1280, 1000)  # the screenshots show a page as a laptop does
+    yield driver
+    driver.quit()
 
 
 @pytest.fixture

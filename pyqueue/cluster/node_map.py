@@ -10,7 +10,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyqueue.cluster.handover import ask_handover, is_drained
 from pyqueue.cluster.lease import Owner, read_owner
@@ -40,6 +40,7 @@ class NodeMap:
         self.owner_changes = [0] * shards  # a shard's owner became another node
         self._last_node = [""] * shards
         self._asked: tuple[int, float] | None = None  # a handover this node asked for, and when
+        self.live: set[str] = set()  # the nodes whose names are held, as last read
         self.standby_lag: dict[int, int] = {}  # entries this node's standby of a shard has not applied
         self.exits = {"lost": 0, "handed_over": 0}  # this node's owners that lost or handed over a shard
         self._revision = 0
@@ -163,6 +164,7 @@ class NodeMap:
             live = {key[5:] for key in await self.link.kv.keys() if key.startswith("node.")}
         except NoKeysError:
             return
+        self.live = live
         owned: dict[str, list[int]] = {node: [] for node in live}
         for shard, owner in enumerate(self.owners):
             if owner is not None and owner.node in owned:
@@ -183,6 +185,22 @@ class NodeMap:
         entry = await self.link.kv.get(f"replica.{shard}.{self.config.node}")
         applied = int(json.loads(entry.value or b"{}").get("applied", 0))
         return max(0, int(info.state.last_seq) - applied)
+
+    def view(self) -> dict[str, Any]:
+        """What the dashboard's cluster page shows, from what this node last read (no NATS call)."""
+        owners = [o.node if o else "" for o in self.owners]
+        shards = [
+            {"shard": i, "owner": owners[i], "address": o.address if o else ""}
+            for i, o in enumerate(self.owners)
+        ]
+        nodes = sorted(self.live | {n for n in owners if n} | {self.config.node})
+        return {
+            "cluster": self.config.name,
+            "this_node": self.config.node,
+            "nodes": [{"name": n, "owns": [i for i, o in enumerate(owners) if o == n]} for n in nodes],
+            "shards": shards,
+            "standby_lag": {str(k): v for k, v in sorted(self.standby_lag.items())},
+        }
 
     def families(self) -> "list[Metric]":
         """This node's part of /metrics."""

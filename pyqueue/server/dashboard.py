@@ -13,7 +13,7 @@ for the tab), and the dashboard's client passes it on: the gRPC server checks it
 import dataclasses
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote
@@ -35,8 +35,9 @@ _QUEUE_ACTION = re.compile(r"^/api/queues/([^/]+)/(pause|resume|retry-dead|delet
 
 
 class Dashboard:
-    def __init__(self, clients: TokenClients) -> None:
+    def __init__(self, clients: TokenClients, cluster: Callable[[], dict[str, Any]] | None = None) -> None:
         self._clients = clients
+        self._cluster = cluster
 
     @property
     def client(self) -> Client:
@@ -88,6 +89,9 @@ class Dashboard:
             return self._queues()
         if path == "/api/history":
             return _history(client.history(), (query.get("queue") or [""])[0])
+        if path == "/api/cluster":
+            client.workers()  # the same right as the workers page: the caller's token is checked
+            return self._cluster() if self._cluster is not None else None
         if path == "/api/workers":
             return [{**w.to_dict(), "queues": list(w.queues)} for w in per_process(client.workers())]
         if path == "/api/jobs":

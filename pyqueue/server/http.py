@@ -85,15 +85,17 @@ class HttpEndpoint:
         tls: TlsFiles | None = None,
         limits: HttpLimits | None = None,
         hosts: HostRule | None = None,
+        cluster: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         """`public_address`: where the dashboard's client reaches the gRPC service (in plaintext
         on loopback: the internal address of a TLS server). `metrics` gets the caller's token;
-        `unhealthy` says why the server does not serve ('' when it does), for /healthz."""
+        `unhealthy` says why the server does not serve ('' when it does), for /healthz; `cluster`,
+        a cluster node's view of the cluster, for the dashboard."""
         self.listen = listen
         self.authority = authority
         self.tls = tls
         self.clients = TokenClients(public_address)
-        self.dashboard = Dashboard(self.clients)
+        self.dashboard = Dashboard(self.clients, cluster)
         self.limits = limits or HttpLimits()
         self.jobs = JobsApi(self.clients, self.limits)
         self.loop = loop

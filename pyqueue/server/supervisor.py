@@ -338,6 +338,7 @@ async def supervise(
             config.tls,
             config.http,
             config.host_rule(),
+            nodes.view if nodes is not None else None,
         )
         if http_listen
         else None

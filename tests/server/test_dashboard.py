@@ -4,36 +4,16 @@ behind a confirmation, the workers page; and its JSON API refusing what it must.
 
 import json
 import os
-import shutil
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
+from browsers import needs_browser
 from harness import ServerProcess, queue_on
 
 import pyqueue
 
-CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    CHROMEDRIVER is None and not os.environ.get("CI"), reason="chromium-driver is not installed"
-)
-
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    assert CHROMEDRIVER is not None, "CI installs chromium and chromium-driver (.ci/run)"
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    driver.set_window_size(1280, 1000)  # the screenshots show a page as a laptop does
-    yield driver
-    driver.quit()
+pytestmark = needs_browser
 
 
 def test_the_dashboard_shows_and_steers_the_queues(tmp_path, browser) -> None:  # type: ignore[no-untyped-def]
