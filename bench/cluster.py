@@ -6,6 +6,8 @@
         then the batched full cycle (bench/load.py) on each, and the changelog's bytes per job
     python bench/cluster.py catch-up [--jobs 100000] [--batch 500]
         a fourth node joins a cluster that holds a changelog: how fast its standbys apply it
+    python bench/cluster.py snapshot [--jobs 200000]
+        the owners snapshot a store of that many jobs; a fourth node restores it: sizes and times
     python bench/cluster.py takeover [--kills 20] [--lease 5]
         SIGKILL the owner of a shard again and again (restarting it each time): the time from the
         kill to the first job a worker gets from the successor
@@ -131,6 +133,48 @@ def catch_up(args: argparse.Namespace, root: Path) -> None:
         nats.stop()
 
 
+def snapshot(args: argparse.Namespace, root: Path) -> None:
+    """A snapshot of a store of `--jobs` jobs, and a fourth node restoring it."""
+    import re
+
+    nats = NatsCluster(root / "nats").start()
+    cluster = Cluster(root, nats, 2, 2.0, "--snapshot-bytes", str(args.snapshot_bytes)).start()
+    try:
+        queues = [queue_on(0), queue_on(1)]
+        owners = [cluster.owner(s) for s in (0, 1)]
+        with pyqueue.Client(cluster.addresses) as client:
+            for start in range(0, args.jobs, 500):
+                client.enqueue_many(
+                    [{"type": "t", "payload": "x" * 100, "queue": queues[start // 500 % 2]}] * 500
+                )
+            # The snapshots to measure are the first ones taken after every job is in: one more
+            # changelog's worth of jobs makes each owner take one.
+            before = [sum(f"shard {s}: snapshot at" in line for line in owners[s].lines) for s in (0, 1)]
+            for start in range(0, 2 * args.snapshot_bytes // 200 + 1000, 500):
+                client.enqueue_many(
+                    [{"type": "t", "payload": "x" * 100, "queue": queues[start // 500 % 2]}] * 500
+                )
+        taken = [
+            owners[s].output.wait_lines(f"shard {s}: snapshot at", before[s] + 1, 300)[-1] for s in (0, 1)
+        ]  # type: ignore[union-attr]
+        started = time.monotonic()
+        newcomer = Node(root, "d", nats.urls, cluster.name, 2, 2.0).start(timeout=120)
+        restored = [newcomer.wait_for(f"shard {s}: caught up", timeout=600) for s in (0, 1)]
+        ready = time.monotonic() - started
+        for line in taken + restored:
+            print(line.strip())
+        sizes = [float(re.search(r"\(([\d.]+) MB in ([\d.]+)s\)", line).group(1)) for line in taken]  # type: ignore[union-attr]
+        seconds = [float(re.search(r"\(([\d.]+) MB in ([\d.]+)s\)", line).group(2)) for line in taken]  # type: ignore[union-attr]
+        print(json.dumps({
+            "jobs": args.jobs, "snapshot_mb": sizes, "snapshot_s": seconds,
+            "new_node_caught_up_s": round(ready, 2),
+        }))  # fmt: skip
+        newcomer.close()
+    finally:
+        cluster.close()
+        nats.stop()
+
+
 class Watcher:
     """A producer of one job per 10 ms and a worker, on a queue of shard 0, through the cluster's
     addresses; the worker counts its take streams, so a delivery knows which stream brought it."""
@@ -206,16 +250,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", choices=["latency", "catch-up", "takeover"])
+    parser.add_argument("what", choices=["latency", "catch-up", "takeover", "snapshot"])
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--cycle-jobs", type=int, default=50_000)
     parser.add_argument("--batch", type=int, default=500, help="catch-up: jobs per enqueue call")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--lease", type=float, default=5.0)
+    parser.add_argument("--snapshot-bytes", type=int, default=1 << 20, help="snapshot: the owners' threshold")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        {"latency": latency, "catch-up": catch_up, "takeover": takeover}[args.what](args, Path(tmp))
+        {"latency": latency, "catch-up": catch_up, "takeover": takeover, "snapshot": snapshot}[args.what](
+            args, Path(tmp)
+        )
 
 
 if __name__ == "__main__":
