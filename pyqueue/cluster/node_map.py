@@ -41,6 +41,7 @@ class NodeMap:
         self._last_node = [""] * shards
         self._asked: tuple[int, float] | None = None  # a handover this node asked for, and when
         self.live: set[str] = set()  # the nodes whose names are held, as last read
+        self.heard_at = time.monotonic()  # the last pass that read every shard's owner
         self.standby_lag: dict[int, int] = {}  # entries this node's standby of a shard has not applied
         self.exits = {"lost": 0, "handed_over": 0}  # this node's owners that lost or handed over a shard
         self._revision = 0
@@ -98,11 +99,13 @@ class NodeMap:
         owner serves somewhere new."""
         renewed = time.monotonic()
         while not self._stopped:
+            heard = True
             for shard in range(self.shards):
                 try:
                     owner = await self.link.run(lambda s=shard: read_owner(self.link.kv, s))  # type: ignore[misc]
                 except Exception as exc:
                     log.debug("reading shard %d's owner: %s", shard, exc)
+                    heard = False
                     continue
                 before = self.owners[shard]
                 self.owners[shard] = owner
@@ -117,6 +120,8 @@ class NodeMap:
                 ):
                     log.info("shard %d is served by %s at %s", shard, owner.node, owner.address)
                     await moved(shard, owner.address)
+            if heard:
+                self.heard_at = time.monotonic()
             if time.monotonic() - renewed > self.config.lease_s / 3:
                 await self._measure_lag()
                 try:
@@ -231,6 +236,10 @@ class NodeMap:
 
     async def _renew(self) -> int:
         return int(await self.link.kv.update(node_key(self.config.node), self._value(), last=self._revision))
+
+    def cut_off(self) -> bool:
+        """This node has not read the owners for a lease: what it knows of them may be stale."""
+        return time.monotonic() - self.heard_at > self.config.lease_s
 
     async def all_owned(self, timeout: float) -> bool:
         """Wait until every shard has an owner serving (at most `timeout`)."""

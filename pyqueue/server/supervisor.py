@@ -231,6 +231,42 @@ def _last_addresses(topology_file: Path) -> list[str]:
         return []
 
 
+def _step_aside(
+    nodes: "NodeMap | None", public: list[Any], router: Router, reopen: Callable[[], Coroutine[Any, Any, Any]]
+) -> "asyncio.Future[None]":
+    """On a cluster node, close the public address while the node is cut off from NATS."""
+    if nodes is None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+    return asyncio.ensure_future(_step_aside_while_cut_off(nodes, public, reopen, router))
+
+
+async def _step_aside_while_cut_off(
+    nodes: "NodeMap", public: list[Any], reopen: Callable[[], Coroutine[Any, Any, Any]], router: Router
+) -> None:
+    """A node cut off from NATS knows nothing current of the owners: it closes its public address,
+    so that clients given every node move on to another, and opens it again once NATS answers."""
+    closed = False
+    while True:
+        await asyncio.sleep(0.2)
+        if nodes.cut_off() and not closed:
+            log.warning(
+                "no NATS server has answered for a lease: closing the public address until one does "
+                "(clients move to the other nodes)"
+            )
+            router.end_streams()
+            await public[0].stop(1.0)
+            closed = True
+        elif closed and not nodes.cut_off():
+            try:
+                public[0] = (await reopen())[0]
+            except SystemExit:  # the port is not free yet: try again at the next look
+                continue
+            closed = False
+            log.info("NATS answers again: the public address is open again")
+
+
 def _with_node(shards: "MetricsText", nodes: "NodeMap | None") -> "MetricsText":
     """The shards' metrics, and a cluster node's own after them."""
     if nodes is None:
@@ -318,6 +354,16 @@ async def supervise(
         router, listen, grpc_options, Guard(authority, audits=False), config.tls, internal=True, calls=calls
     )
     log.info("pyqueue listening on %s (%d shards: %s)", address, shards, ", ".join(addresses))
+    public = [server]  # a cluster node closes and opens it again while it is cut off from NATS
+
+    aside = _step_aside(
+        nodes,
+        public,
+        router,
+        lambda: start_grpc(
+            router, address, grpc_options, Guard(authority, audits=False), config.tls, calls=calls
+        ),
+    )
     http_listen = config.http_listen
 
     async def unhealthy() -> str:
@@ -370,7 +416,8 @@ async def supervise(
     if http is not None:
         http.stop()
     log.info("shutting down: stopping the public address, then every shard")
-    await stop_server(server, calls, grace_s, router.end_streams)
+    aside.cancel()
+    await stop_server(public[0], calls, grace_s, router.end_streams)
     await router.close()
     await asyncio.gather(*(loop.run_in_executor(None, p.stop, grace_s + 5) for p in processes))
     if nodes is not None and following is not None:
