@@ -90,8 +90,10 @@ class Dashboard:
         if path == "/api/history":
             return _history(client.history(), (query.get("queue") or [""])[0])
         if path == "/api/cluster":
+            if self._cluster is None:
+                return None  # one machine
             client.workers()  # the same right as the workers page: the caller's token is checked
-            return self._cluster() if self._cluster is not None else None
+            return self._cluster()
         if path == "/api/workers":
             return [{**w.to_dict(), "queues": list(w.queues)} for w in per_process(client.workers())]
         if path == "/api/jobs":
