@@ -87,7 +87,7 @@ class ShardNode:
         self._told = 0.0
 
     async def join(self) -> None:
-        self.link.start()
+        await asyncio.to_thread(self.link.start)  # a connect can take connect_timeout_s: off the loop
         await self.link.run(lambda: join(self.link, self.shards))
         await self.link.run(lambda: self.link.open_stream(self.shard))
         self.replica = Replica(RocksStore(self.data_dir, create=True), self.link, self.shard)
