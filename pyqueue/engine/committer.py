@@ -35,6 +35,7 @@ from pyqueue import failpoints
 from pyqueue._native import Coalescer
 from pyqueue.engine.counts import Counts
 from pyqueue.engine.errors import EngineError, Internal, Unavailable
+from pyqueue.engine.flows.context import Flows
 from pyqueue.engine.model import Clock
 from pyqueue.engine.telemetry import Telemetry
 from pyqueue.engine.view import BatchView, InFlightCache
@@ -77,6 +78,7 @@ class Committer:
         telemetry: Telemetry | None = None,
         on_left_flight: Callable[[dict[str, int], dict[str, list[int]]], None] | None = None,
         post_here: Post | None = None,
+        flows: Flows | None = None,
     ) -> None:
         """`post_here` (the loop's call_soon) turns inline commits on: `submit` called on the
         thread that calls `start` then commits itself while the writer is idle."""
@@ -97,6 +99,7 @@ class Committer:
         self._cache = InFlightCache(counts)  # touched only by the writer thread
         self._telemetry = telemetry or Telemetry()
         self._on_left_flight = on_left_flight
+        self.flows = flows
         self.commits = 0
         self.syncs = 0
 
@@ -195,7 +198,7 @@ class Committer:
         """Apply, write, then hand each request on to be answered (by `post` at once, or by the
         syncer after a sync)."""
         while True:
-            view = BatchView(self._store, self._clock(), self._cache)
+            view = BatchView(self._store, self._clock(), self._cache, self.flows)
             again = self._apply(view, requests, post)
             if again is None:
                 break

@@ -35,3 +35,6 @@ class EngineConfig:
     # the network (a cluster's changelog): the loop must never block on it.
     inline_commits: bool = True
     on_fatal: Callable[[BaseException], None] = _exit_now
+    # The shard of each queue (a sharded server's slot map), for workflows whose jobs span shards;
+    # None: every queue is on this shard (a lone server).
+    queue_shard: Callable[[str], int] | None = None

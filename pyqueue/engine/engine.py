@@ -24,6 +24,7 @@ from pyqueue.engine.cron_entry import CronEntry, check_schedule
 from pyqueue.engine.disk import DiskGuard
 from pyqueue.engine.dispatcher import Dispatcher
 from pyqueue.engine.errors import EngineError, InvalidArgument, NotFound
+from pyqueue.engine.flows import Flows
 from pyqueue.engine.history import StepCounts
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.limits import DEFAULT_PRIORITY, DEFAULT_QUEUE
@@ -48,12 +49,14 @@ from pyqueue.engine.services import (
     AlarmClock,
     CronService,
     DurableMarker,
+    FlowSweeper,
     Purger,
     Reaper,
     Scheduler,
     cron,
 )
 from pyqueue.engine.telemetry import WAIT_SECONDS, Telemetry
+from pyqueue.engine.workflows import Workflows
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
 from pyqueue.store.records import ENDED, JobRecord, Status
@@ -87,6 +90,17 @@ class Engine:
             s.rearm for s in self.services
         )
         self.cron = CronService(self._cron_tick, clock)
+        self.flows = Flows(
+            config.shard,
+            self.ids,
+            config.retry,
+            config.queue_shard or (lambda queue: config.shard),
+            config.limits.max_payload_bytes,
+        )
+        self.workflows = Workflows(
+            store, self.flows, self._submit, self.memory, config.retry, config.limits.max_workflow_jobs
+        )
+        self.sweeper = FlowSweeper(self._submit)
         store_dir = getattr(store, "path", None)
         self.marker = DurableMarker(store, Path(store_dir)) if store_dir is not None else None
         self.queue_limits: dict[str, QueueLimit] = {}
@@ -110,6 +124,7 @@ class Engine:
             log.info("rewrote %d ready index keys in run order (a store from an older version)", rekeyed)
         last = self.store.last_key(Family.DATA, *keys.job_range())
         self.ids.last = keys.id_suffix(last) if last else 0
+        self.workflows.open()
         self._committer = Committer(
             self.store,
             self.clock,
@@ -120,6 +135,7 @@ class Engine:
             counts=self.memory.counts,
             telemetry=self.telemetry,
             on_left_flight=self._left_flight,
+            flows=self.flows,
         )
         self._committer.start()
         stale = recovery.in_flight_ids(self.store)
@@ -134,7 +150,7 @@ class Engine:
             queue_limits.apply(self.memory.ready, queue, limit, 0)
         self.cron.entries = cron.load(self.store)
         if services:
-            for service in (*self.services, self.cron, self.marker):
+            for service in (*self.services, self.cron, self.marker, self.sweeper):
                 if service is not None:
                     service.start()
         self._rebuild = loop.create_task(self._rebuild_memory(), name="pyqueue-rebuild")
@@ -188,6 +204,7 @@ class Engine:
         for service in self.services:
             await service.stop()
         await self.cron.stop()
+        await self.sweeper.stop()
         if self._rebuild is not None and not self._rebuild.done():
             await asyncio.gather(self._rebuild, return_exceptions=True)
         if self._background:

@@ -10,6 +10,7 @@ import json
 import math
 import random
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pyqueue.engine.ranges import DAY_MS, saturate_span_ms
 
@@ -62,6 +63,9 @@ class JobOptions:
     headers: dict[str, str] | None = None  # what the producer hands the worker (trace context)
     keep_result_ms: int | None = None  # keep the handler's return value (and the job) this long
     cancelled: bool = False  # in flight, and a cancel was asked for (requests/steering.py)
+    # The job's place in a workflow (engine/flows/membership.py): its workflow, its batch and
+    # index there, the step after it, and what it is given from the steps before it.
+    flow: dict[str, Any] | None = None
 
     def encode(self) -> bytes:
         data: dict[str, object] = {}
@@ -75,6 +79,8 @@ class JobOptions:
             data["keep_result_ms"] = self.keep_result_ms
         if self.cancelled:
             data["cancelled"] = True
+        if self.flow:
+            data["flow"] = self.flow
         return json.dumps(data, separators=(",", ":")).encode() if data else b""
 
     @classmethod
@@ -89,6 +95,7 @@ class JobOptions:
             data.get("headers"),
             data.get("keep_result_ms"),
             data.get("cancelled", False),
+            data.get("flow"),
         )
 
 

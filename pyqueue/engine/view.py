@@ -15,6 +15,7 @@ after the batch that changed them was written.
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pyqueue._native import create_entries, delete_keys, save_entries
 from pyqueue.engine.counts import Counts
@@ -22,6 +23,9 @@ from pyqueue.engine.retry import JobOptions
 from pyqueue.store import keys
 from pyqueue.store.contract import Batch, Family, Store
 from pyqueue.store.records import IN_FLIGHT, SCHEDULED, JobRecord, Status
+
+if TYPE_CHECKING:
+    from pyqueue.engine.flows.context import Flows
 
 Indexed = tuple[Status, int, int, str]
 """What the status and queue index entries are derived from: status, priority, timer, queue."""
@@ -56,8 +60,11 @@ class InFlightCache:
 
 
 class BatchView:
-    def __init__(self, store: Store, now_ms: int, cache: InFlightCache | None = None) -> None:
+    def __init__(
+        self, store: Store, now_ms: int, cache: InFlightCache | None = None, flows: "Flows | None" = None
+    ) -> None:
         self.store = store
+        self.flows = flows  # workflow bookkeeping (engine/flows); None where there is none (tests)
         self.batch: Batch = store.batch()
         self.now_ms = now_ms
         self._cache = cache or InFlightCache()
@@ -153,8 +160,12 @@ class BatchView:
         job_key, payload_key, status_key, queue_key, type_key = delete_keys(record)
         delete_data(job_key)
         delete_data(payload_key)
-        if record.options and JobOptions.decode(record.options).keep_result_ms is not None:
-            delete_data(keys.result_key(record.id))
+        if record.options:
+            options = JobOptions.decode(record.options)
+            if options.keep_result_ms is not None:
+                delete_data(keys.result_key(record.id))
+            if options.flow:
+                delete_index(keys.flow_job_key(options.flow["w"], record.id))
         if record.errors:
             for attempt in range(1, record.attempts + 1):
                 delete_data(keys.error_key(record.id, attempt))

@@ -139,3 +139,58 @@ def id_suffix(key: bytes) -> int:
 
 def job_range() -> tuple[bytes, bytes]:
     return JOB, bytes((JOB[0] + 1,))
+
+
+# Workflows (pyqueue/engine/flows): batches, their members, the outbox to other shards, cancelled
+# workflows; in the index family, each workflow's jobs on this shard and when bookkeeping expires.
+FLOW = b"W"
+_INDEX4 = struct.Struct(">I")
+
+
+def batch_key(batch_id: int) -> bytes:
+    return b"Wb" + _ID.pack(batch_id)
+
+
+def batch_range() -> tuple[bytes, bytes]:
+    return b"Wb", b"Wc"
+
+
+def member_key(batch_id: int, index: int) -> bytes:
+    return b"Wm" + _ID.pack(batch_id) + _INDEX4.pack(index)
+
+
+def member_range(batch_id: int) -> tuple[bytes, bytes]:
+    return b"Wm" + _ID.pack(batch_id), b"Wm" + _ID.pack(batch_id + 1)
+
+
+def outbox_key(seq: int) -> bytes:
+    return b"Wo" + _ID.pack(seq)
+
+
+def outbox_range(after: int = 0) -> tuple[bytes, bytes]:
+    return b"Wo" + _ID.pack(after + 1), b"Wp"
+
+
+def cancelled_flow_key(flow_id: int) -> bytes:
+    return b"Wc" + _ID.pack(flow_id)
+
+
+def flow_job_key(flow_id: int, job_id: int) -> bytes:
+    return b"Wj" + _ID.pack(flow_id) + _ID.pack(job_id)
+
+
+def flow_jobs_range(flow_id: int) -> tuple[bytes, bytes]:
+    return b"Wj" + _ID.pack(flow_id), b"Wj" + _ID.pack(flow_id + 1)
+
+
+def flow_expiry_key(expires_ms: int, kind: bytes, some_id: int) -> bytes:
+    """`kind` b"b": a finished batch; b"c": a cancelled workflow's mark."""
+    return b"Wx" + _ID.pack(max(expires_ms, 0)) + kind + _ID.pack(some_id)
+
+
+def flow_expiry_range(until_ms: int) -> tuple[bytes, bytes]:
+    return b"Wx", b"Wx" + _ID.pack(until_ms + 1)
+
+
+def split_flow_expiry(key: bytes) -> tuple[int, bytes, int]:
+    return int(_ID.unpack_from(key, 2)[0]), key[10:11], int(_ID.unpack_from(key, 11)[0])

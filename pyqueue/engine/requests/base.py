@@ -6,6 +6,7 @@ import json
 import random
 from typing import Any
 
+from pyqueue.engine.flows import membership
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Rejection
 from pyqueue.engine.retry import JobOptions, RetryPolicy
@@ -24,11 +25,16 @@ class Request:
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.error: BaseException | None = None
         self.result: Any = None
+        # Outbox entries this write put (engine/flows/outbox.py): the last one's sequence, and
+        # whom to tell once the write is durable.
+        self.outbox_high = 0
+        self.outbox_of: Any = None
 
     def reset(self) -> None:
         """Forget what an abandoned `apply` gathered, before it is applied again."""
         self.result = None
         self.error = None
+        self.outbox_high = 0
 
     def isolate_job(self, message: str) -> bool:
         """`apply` failed unexpectedly: if one job is to blame, set it aside (the next `apply`
@@ -45,6 +51,8 @@ class Request:
     def complete(self) -> None:
         if self.error is None:
             self.on_commit()
+            if self.outbox_high:
+                self.outbox_of.durable(self.outbox_high)
         else:
             self.on_error()
         if self.future.cancelled():
@@ -104,9 +112,14 @@ class Transitions(Request):
         if self.ended:
             self.memory.on_ended(self.ended)
 
-    def finish(self, view: BatchView, record: JobRecord, status: Status, keep_ms: int) -> None:
-        """Completed or dead: kept for `keep_ms` (then purged), or deleted now."""
+    def finish(
+        self, view: BatchView, record: JobRecord, status: Status, keep_ms: int, result: bytes | None = None
+    ) -> None:
+        """Completed or dead: kept for `keep_ms` (then purged), or deleted now. A workflow's job
+        tells its batch and starts the step after it in the same write (engine/flows)."""
         view.events[_EVENT[status], record.queue] += 1
+        if record.options and view.flows is not None:
+            membership.job_ended(view, self, record, status, result)
         self.ended.append(record.id)
         if status == Status.COMPLETED and keep_ms <= 0:
             view.delete(record)

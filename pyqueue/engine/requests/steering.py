@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from pyqueue.engine import queue_limits, recovery
+from pyqueue.engine.flows import membership
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Changes, Outcome, Rejection
 from pyqueue.engine.payloads import payload_problem
@@ -117,6 +118,7 @@ class RetryJobs(Transitions):
             )
             record.lost = 0
             self.make_ready(view, record)
+            membership.job_revived(view, self, record)
             outcome.done.append((job_id, Status.READY))
         self.result = outcome
 
@@ -170,13 +172,13 @@ class CancelJobs(Transitions):
             self.memory.on_cancel(self.running)
 
 
-class DeleteJobs(Request):
-    """Delete jobs in any status. One in flight is not delivered again, and its ack is refused."""
+class DeleteJobs(Transitions):
+    """Delete jobs in any status. One in flight is not delivered again, and its ack is refused. A
+    job of a batch counts as finished (deleted) there."""
 
     def __init__(self, job_ids: Sequence[int], memory: Memory) -> None:
-        super().__init__()
+        super().__init__(memory)
         self.job_ids = job_ids
-        self.memory = memory
         self.unready: list[tuple[str, int, int]] = []
 
     def reset(self) -> None:
@@ -191,11 +193,14 @@ class DeleteJobs(Request):
                 continue
             if record.status == Status.READY:
                 self.unready.append((record.queue, record.priority, job_id))
+            self.handling = job_id
+            membership.job_deleted(view, self, record)
             view.delete(record)
             outcome.done.append((job_id, record.status))
         self.result = outcome
 
     def on_commit(self) -> None:
+        super().on_commit()  # jobs a batch's callbacks started
         # The timer sets keep stale keys; the scheduler, reaper and purger find no record and skip.
         for queue, priority, job_id in self.unready:
             self.memory.ready.remove(queue, priority, job_id)

@@ -1,13 +1,15 @@
 """What a Take stream's worker causes: claim, ack, fail, and moving a lease deadline (start, extend)."""
 
+import json
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from pyqueue import failpoints
+from pyqueue.engine.flows import membership
 from pyqueue.engine.memory import Memory
-from pyqueue.engine.model import Failure, JobView, Outcome
+from pyqueue.engine.model import RESULT_NOT_KEPT, Failure, JobView, Outcome
 from pyqueue.engine.requests.base import Request, Transitions, check_lease, write_error
 from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
@@ -151,14 +153,41 @@ class Ack(Transitions):
                 outcome.done.append((job_id, Status.CANCELLED))
                 continue
             policy = self.policy
+            result = self.results.get(job_id)
             if record.options:
                 options = JobOptions.decode(record.options)
                 policy = policy.for_job(options)
-                if options.keep_result_ms is not None and job_id in self.results:
-                    view.batch.put(Family.DATA, keys.result_key(job_id), self.results[job_id])
-            self.finish(view, record, Status.COMPLETED, policy.keep_completed_ms)
+                if options.flow and self._too_large_to_hand_on(view, record, result, policy):
+                    outcome.done.append((job_id, record.status))
+                    continue
+                if options.keep_result_ms is not None and result is not None:
+                    view.batch.put(Family.DATA, keys.result_key(job_id), result)
+            self.finish(view, record, Status.COMPLETED, policy.keep_completed_ms, result)
             outcome.done.append((job_id, Status.COMPLETED))
         self.result = outcome
+
+
+    def _too_large_to_hand_on(
+        self, view: BatchView, record: JobRecord, result: bytes | None, policy: RetryPolicy
+    ) -> bool:
+        """A workflow step's result goes to the next step: one too large fails the attempt."""
+        flows = view.flows
+        if flows is None or result is None or not membership.passes_result(record):
+            return False
+        if result.startswith(RESULT_NOT_KEPT) or len(result) > flows.max_input_bytes:
+            problem = (
+                f"the result is over the {flows.max_input_bytes} bytes a workflow hands on to its next "
+                "step (--max-payload-bytes): return less (a key to where the data is, say)"
+            )
+        else:
+            try:
+                json.loads(result)
+                return False
+            except ValueError:
+                problem = "the result is not JSON, and a workflow hands results on as JSON"
+        write_error(view, record, "error", problem, "ResultNotHandedOn")
+        self.retry_or_die(view, record, policy)
+        return True
 
 
 class Fail(Transitions):

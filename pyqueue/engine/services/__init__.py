@@ -6,6 +6,7 @@ from pyqueue.engine.services.alarm import AlarmClock, AlarmConfig
 from pyqueue.engine.services.base import Service
 from pyqueue.engine.services.cron import CronConfig, CronService
 from pyqueue.engine.services.durable_marker import DurableMarker, MarkerConfig
+from pyqueue.engine.services.flow_sweeper import FlowSweeper, SweeperConfig
 from pyqueue.engine.services.purger import Purger
 from pyqueue.engine.services.reaper import Reaper
 from pyqueue.engine.services.scheduler import Scheduler
@@ -16,9 +17,11 @@ __all__ = [
     "CronConfig",
     "CronService",
     "DurableMarker",
+    "FlowSweeper",
     "MarkerConfig",
     "Purger",
     "Reaper",
     "Scheduler",
     "Service",
+    "SweeperConfig",
 ]

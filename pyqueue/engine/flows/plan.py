@@ -1,0 +1,96 @@
+"""A workflow's steps as stored: plain JSON-able dicts, since they travel in a job's options, in a
+batch's record and between shards.
+
+    job step:   {"job": NEW_JOB, "delay_ms": 0, "fresh": False, "next": STEP | None}
+    group step: {"members": [JOB_STEP, ...], "on_success": JOB_STEP | None,
+                 "on_complete": JOB_STEP | None, "next": STEP | None, "keep_ms": int | None,
+                 "name": ""}
+
+A job step given an input (the result of the step before it, a group's results, a batch's status)
+hands it to its job, unless it is `fresh` (Celery's immutable signature). NEW_JOB is a checked
+`NewJob` (`job_to_dict`), payload and options in base64.
+"""
+
+import base64
+import dataclasses
+from typing import Any, NotRequired, TypedDict
+
+from pyqueue.engine.errors import InvalidArgument, ResourceExhausted
+from pyqueue.engine.model import NewJob
+
+
+class JobStep(TypedDict):
+    job: dict[str, Any]
+    delay_ms: NotRequired[int]
+    fresh: NotRequired[bool]
+    next: NotRequired["Step | None"]
+
+
+class GroupStep(TypedDict):
+    members: list[JobStep]
+    on_success: NotRequired[JobStep | None]
+    on_complete: NotRequired[JobStep | None]
+    next: NotRequired["Step | None"]
+    keep_ms: NotRequired[int | None]
+    name: NotRequired[str]
+
+
+Step = JobStep | GroupStep
+
+_BYTES = ("payload", "options")
+
+
+def job_to_dict(job: NewJob) -> dict[str, Any]:
+    fields = dataclasses.asdict(job)
+    for name in _BYTES:
+        fields[name] = base64.b64encode(fields[name]).decode()
+    return fields
+
+
+def job_from_dict(fields: dict[str, Any]) -> NewJob:
+    values = dict(fields)
+    for name in _BYTES:
+        values[name] = base64.b64decode(values[name])
+    return NewJob(**values)
+
+
+def queues_of(step: Step) -> list[str]:
+    """The queues of a step's own jobs (a group: its members'), for routing and rights."""
+    if "job" in step:
+        return [step["job"]["queue"]]
+    return [m["job"]["queue"] for m in step["members"]]
+
+
+def every_job(step: Step | None) -> list[dict[str, Any]]:
+    """Every job a plan may create, callbacks and later steps included."""
+    if step is None:
+        return []
+    if "job" in step:
+        return [step["job"], *every_job(step.get("next"))]
+    jobs = [m["job"] for m in step["members"]]
+    for callback in (step.get("on_success"), step.get("on_complete")):
+        jobs += every_job(callback)
+    return jobs + every_job(step.get("next"))
+
+
+def check_plan(step: Step, max_jobs: int) -> int:
+    """Refuse what no server should start: a group member with steps of its own, a workflow of
+    more jobs than one call may enqueue, a unique key (a workflow's jobs are its own). Returns the
+    number of jobs the plan may create."""
+    if "members" in step:
+        for i, member in enumerate(step["members"]):
+            if member.get("next"):
+                raise InvalidArgument(
+                    f"member {i} of a group has a step after it: a member is one job "
+                    "(put the chain after the group, or make the member start a workflow of its own)"
+                )
+    jobs = every_job(step)
+    if len(jobs) > max_jobs:
+        raise ResourceExhausted(
+            f"the workflow has {len(jobs)} jobs, over the {max_jobs} one call may enqueue "
+            "(--max-workflow-jobs): open the batch with fewer and add the rest to it (AddToBatch)"
+        )
+    for job in jobs:
+        if job["unique_key"]:
+            raise InvalidArgument("a workflow's jobs cannot have a unique key: make the workflow's first job unique")
+    return len(jobs)
