@@ -9,6 +9,7 @@ from pyqueue import _grpc_env  # noqa: F401
 from pyqueue import _native as native
 from pyqueue.app import App, JobFunction, Kill, Retry, UnimportableJobWarning
 from pyqueue.client import AsyncClient, ChangeResult, Client, Job, JobError, QueueInfo, TakeStream, WorkerInfo
+from pyqueue.client.workflows import Batch, BatchInfo, Chain, Group, Task, WorkflowRun
 from pyqueue.context import CurrentJob, current_job
 from pyqueue.errors import (
     FailedPrecondition,
@@ -27,10 +28,14 @@ __version__ = "0.1.0"
 __all__ = [
     "App",
     "AsyncClient",
+    "Batch",
+    "BatchInfo",
+    "Chain",
     "ChangeResult",
     "Client",
     "CurrentJob",
     "FailedPrecondition",
+    "Group",
     "InvalidArgument",
     "Job",
     "JobError",
@@ -44,10 +49,12 @@ __all__ = [
     "ResourceExhausted",
     "Retry",
     "TakeStream",
+    "Task",
     "Unauthenticated",
     "Unavailable",
     "UnimportableJobWarning",
     "WorkerInfo",
+    "WorkflowRun",
     "__version__",
     "current_job",
     "native",

@@ -28,6 +28,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 from pyqueue.client import AsyncClient, Client, Job
 from pyqueue.client.client import DEFAULT_PRIORITY, default_address
 from pyqueue.client.spec import JobSpec
+from pyqueue.client.workflows import Chain, Group, StepLike, Task
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -114,18 +115,43 @@ class JobFunction(Generic[P, R]):
 
     def payload(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Check the arguments against the signature and JSON now; return the job's payload."""
+        self._bind(args, kwargs)
+        return self._json(list(args), kwargs)
+
+    def _json(self, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        payload = {"args": args, "kwargs": kwargs}
+        try:
+            json.dumps(payload)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{self.name}: the arguments must be JSON-serialisable ({exc})") from None
+        return payload
+
+    def s(self, *args: Any, **kwargs: Any) -> Task:
+        """This call as a workflow step (Celery's signature). A step after another is handed what
+        that one gave as its first argument: give the rest here. Checked against the signature
+        when the workflow is enqueued."""
+        return self._task(self.defaults, args, kwargs, fresh=False)
+
+    def si(self, *args: Any, **kwargs: Any) -> Task:
+        """A step that is handed nothing: its arguments are all here (Celery's immutable signature)."""
+        return self._task(self.defaults, args, kwargs, fresh=True)
+
+    def _task(self, options: Options, args: tuple[Any, ...], kwargs: dict[str, Any], fresh: bool) -> Task:
+        self.enqueuing()
+        spec = options.spec(self.name, self._json(list(args), kwargs))
+
+        def check(given: bool) -> None:
+            self._bind((object(), *args) if given else args, kwargs)
+
+        return Task(spec, fresh=fresh, check=check, origin=self.app)
+
+    def _bind(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(
                 f"{self.name}: {exc} (checked at enqueue against {self.name}{self.signature})"
             ) from None
-        payload = {"args": list(args), "kwargs": kwargs}
-        try:
-            json.dumps(payload)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{self.name}: the arguments must be JSON-serialisable ({exc})") from None
-        return payload
 
     def enqueuing(self) -> None:
         """Before the first enqueue: warn if no worker could import this function."""
@@ -216,6 +242,13 @@ class BoundJob(Generic[P, R]):
 
     async def enqueue_many_async(self, calls: Iterable[Any]) -> list[Job]:
         return await self.function.app.async_client().enqueue_many(self._specs(calls))
+
+
+    def s(self, *args: Any, **kwargs: Any) -> Task:
+        return self.function._task(self.opts, args, kwargs, fresh=False)
+
+    def si(self, *args: Any, **kwargs: Any) -> Task:
+        return self.function._task(self.opts, args, kwargs, fresh=True)
 
 
 class JobDecorator(Protocol):
@@ -376,6 +409,22 @@ class App:
     @property
     def queues(self) -> list[str]:
         return sorted({f.defaults.queue for f in self.jobs.values()})
+
+    # Workflows (docs/workflows.md): steps are job functions' .s(...) and .si(...).
+    def chain(self, *steps: StepLike) -> Chain:
+        """Steps that run one after another, each handed the last one's result."""
+        return Chain(*steps)
+
+    def group(
+        self,
+        members: Iterable[StepLike],
+        *,
+        on_success: StepLike | None = None,
+        on_complete: StepLike | None = None,
+        name: str = "",
+    ) -> Group:
+        """Jobs started together, as one batch; `.then(step)` runs `step` with their results."""
+        return Group(members, on_success=on_success, on_complete=on_complete, name=name)
 
     def close(self) -> None:
         """Close the app's connections; the next enqueue opens new ones (to the current address)."""

@@ -20,6 +20,7 @@ from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
+from pyqueue.client.workflows import BatchInfo, StepLike, WorkflowRun
 from pyqueue.client.spec import JobOptions, new_job_message
 from pyqueue.client.steering import ChangeResult, CronInfo, QueueInfo, WorkerInfo
 from pyqueue.errors import FailedPrecondition, Unavailable, from_rpc_error
@@ -243,6 +244,34 @@ class AsyncClient:
 
     async def delete_job(self, job_id: int) -> None:
         await self._drive(calls.delete_job(job_id))
+
+    # Workflows (docs/workflows.md).
+    async def enqueue_workflow(self, workflow: StepLike) -> WorkflowRun:
+        """Start a workflow (a Chain, a Group or Batch, or one Task): answered once its first step
+        is committed; the server runs the rest."""
+        return await self._run(calls.enqueue_workflow(workflow))
+
+    async def add_to_batch(self, batch_id: int, jobs: Iterable[StepLike]) -> list[int]:
+        """Add jobs to a batch that still has a pending job (from inside one of its jobs, say:
+        `current_job().job.batch_id`); their indexes in the batch."""
+        return await self._run(calls.add_to_batch(batch_id, jobs))
+
+    async def batch(self, batch_id: int) -> BatchInfo:
+        return await self._run(calls.batch(batch_id))
+
+    async def batches(self, limit: int = 100, before: int = 0) -> list[BatchInfo]:
+        """The newest batches first (ids below `before`, when given)."""
+        return await self._run(calls.batches(limit, before))
+
+    async def cancel_workflow(self, workflow_id: int) -> ChangeResult:
+        """Cancel what has not run of a workflow (a batch's id is its workflow's); no callback of
+        it fires."""
+        return await self._run(calls.workflow_change("CancelWorkflow", workflow_id))
+
+    async def retry_workflow(self, workflow_id: int) -> ChangeResult:
+        """Retry a workflow's dead jobs: its batches count them pending again, and callbacks not
+        fired yet fire once they complete; a chain that stopped at one goes on."""
+        return await self._run(calls.workflow_change("RetryWorkflow", workflow_id))
 
     async def queues(self) -> list[QueueInfo]:
         return await self._run(calls.queues())

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 from pyqueue.client.answers import JobError, error_from_pb, result_of
 from pyqueue.client.history import History
 from pyqueue.client.job import Job
-from pyqueue.client.spec import cron_message
+from pyqueue.client.spec import cron_message, new_job_message
 from pyqueue.client.steering import (
     CRON_ACTIONS,
     ChangeResult,
@@ -29,6 +29,7 @@ from pyqueue.client.steering import (
     job_filter,
     limit_request,
 )
+from pyqueue.client.workflows import BatchInfo, StepLike, Task, WorkflowRun, as_step, workflow_request
 from pyqueue.errors import from_code_name
 from pyqueue.v1 import queue_pb2 as pb
 
@@ -177,3 +178,31 @@ def set_queue_limit(
 
 def pause(queue: str, paused: bool) -> Call[QueueInfo]:
     return Call("PauseQueue" if paused else "ResumeQueue", pb.QueueRequest(queue=queue), QueueInfo.from_pb)
+
+
+def enqueue_workflow(step: StepLike) -> Call[WorkflowRun]:
+    return Call("EnqueueWorkflow", workflow_request(step), WorkflowRun.from_pb)
+
+
+def add_to_batch(batch_id: int, jobs: Iterable[StepLike]) -> Call[list[int]]:
+    messages = []
+    for job in jobs:
+        step = as_step(job)
+        if not isinstance(step, Task):
+            raise TypeError("only jobs are added to a batch")
+        messages.append(new_job_message(step.spec))
+    request = pb.AddToBatchRequest(batch_id=batch_id, jobs=messages)
+    return Call("AddToBatch", request, lambda answer: list(answer.indexes), job_id=batch_id)
+
+
+def batch(batch_id: int) -> Call[BatchInfo]:
+    return Call("GetBatch", pb.GetBatchRequest(id=batch_id), BatchInfo.from_pb, job_id=batch_id)
+
+
+def batches(limit: int, before: int) -> Call[list[BatchInfo]]:
+    request = pb.ListBatchesRequest(limit=limit, before=before)
+    return Call("ListBatches", request, lambda answer: [BatchInfo.from_pb(b) for b in answer.batches])
+
+
+def workflow_change(method: str, workflow_id: int) -> Call[ChangeResult]:
+    return Call(method, pb.WorkflowRequest(workflow_id=workflow_id), ChangeResult.from_pb)

@@ -19,6 +19,7 @@ from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
+from pyqueue.client.workflows import BatchInfo, StepLike, WorkflowRun
 from pyqueue.client.spec import JobOptions, new_job_message
 from pyqueue.client.steering import (
     ChangeResult,
@@ -328,6 +329,34 @@ class Client:
 
     def delete_job(self, job_id: int) -> None:
         self._drive(calls.delete_job(job_id))
+
+    # Workflows (docs/workflows.md).
+    def enqueue_workflow(self, workflow: StepLike) -> WorkflowRun:
+        """Start a workflow (a Chain, a Group or Batch, or one Task): answered once its first step
+        is committed; the server runs the rest."""
+        return self._run(calls.enqueue_workflow(workflow))
+
+    def add_to_batch(self, batch_id: int, jobs: Iterable[StepLike]) -> list[int]:
+        """Add jobs to a batch that still has a pending job (from inside one of its jobs, say:
+        `current_job().job.batch_id`); their indexes in the batch."""
+        return self._run(calls.add_to_batch(batch_id, jobs))
+
+    def batch(self, batch_id: int) -> BatchInfo:
+        return self._run(calls.batch(batch_id))
+
+    def batches(self, limit: int = 100, before: int = 0) -> list[BatchInfo]:
+        """The newest batches first (ids below `before`, when given)."""
+        return self._run(calls.batches(limit, before))
+
+    def cancel_workflow(self, workflow_id: int) -> ChangeResult:
+        """Cancel what has not run of a workflow (a batch's id is its workflow's); no callback of
+        it fires."""
+        return self._run(calls.workflow_change("CancelWorkflow", workflow_id))
+
+    def retry_workflow(self, workflow_id: int) -> ChangeResult:
+        """Retry a workflow's dead jobs: its batches count them pending again, and callbacks not
+        fired yet fire once they complete; a chain that stopped at one goes on."""
+        return self._run(calls.workflow_change("RetryWorkflow", workflow_id))
 
     def queues(self) -> list[QueueInfo]:
         """Every queue with its job count per status, and whether it is paused."""

@@ -91,6 +91,10 @@ class Job:
     # A listing reached a stored record that cannot be read: only the id is known, this says why.
     damage: str = ""
     result_problem: str = ""  # completed, but its result was not kept: why (result() raises it)
+    workflow_id: int = 0  # a workflow's job: its workflow (docs/workflows.md)
+    batch_id: int = 0  # and its batch, when it is a member of one
+    input: Any = None  # what the step before handed it (when has_input)
+    has_input: bool = False
     _result: bytes = field(default=b"", repr=False, compare=False)  # completed: the result, JSON
     _client: WaitsForResults | None = field(default=None, repr=False, compare=False)
     _stream: Settles | None = field(default=None, repr=False, compare=False)
@@ -129,6 +133,10 @@ class Job:
             headers=dict(message.headers) if message.headers else {},
             wants_result=message.wants_result,
             limit_key=message.limit_key,
+            workflow_id=message.workflow_id,
+            batch_id=message.batch_id,
+            input=json.loads(message.input) if message.has_input else None,
+            has_input=message.has_input,
             _result=message.result,
             _stream=stream,
         )

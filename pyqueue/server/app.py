@@ -19,6 +19,7 @@ import grpc.aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from pyqueue.cluster.topology import slot_of
 from pyqueue.engine import Engine, EngineConfig
 from pyqueue.server.auth import Authority
 from pyqueue.server.config import ServerConfig, TlsFiles
@@ -136,6 +137,7 @@ async def serve_store(
             min_free_bytes=config.min_free_bytes,
             unique_per_queue=config.unique_per_queue,
             shard=config.shard_index,
+            queue_shard=lambda queue: slot_of(queue) % config.shard_count,
             # A cluster's writes wait for the changelog's quorum: never on the event loop.
             inline_commits=config.cluster is None,
         ),

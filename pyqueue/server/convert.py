@@ -5,7 +5,7 @@ from collections.abc import Callable
 import grpc
 
 from pyqueue._native import encode_push, encode_refusals
-from pyqueue.engine import Status
+from pyqueue.engine import Engine, Status
 from pyqueue.engine.cron_entry import CronEntry
 from pyqueue.engine.errors import InvalidArgument
 from pyqueue.engine.model import (
@@ -14,6 +14,7 @@ from pyqueue.engine.model import (
     Changes,
     ErrorEntry,
     JobView,
+    NewJob,
     Outcome,
     shown_unique_key,
 )
@@ -57,12 +58,26 @@ def job_to_pb(view: JobView, make: Callable[..., pb.Job] = pb.Job) -> pb.Job:
         if options.headers:
             message.headers.update(options.headers)
         message.wants_result = options.keep_result_ms is not None
+        if options.flow:
+            _flow_fields(message, options.flow)
     if view.result is not None:
         if view.result.startswith(RESULT_NOT_KEPT):
             message.result_problem = view.result[len(RESULT_NOT_KEPT) :].decode(errors="replace")
         else:
             message.result = view.result
     return message
+
+
+def _flow_fields(message: pb.Job, flow: dict[str, object]) -> None:
+    """A workflow's job: its workflow and batch, what the step before hands it, and whether its
+    result goes on (then the worker sends it, as for a job that keeps its result)."""
+    message.workflow_id = int(flow["w"])  # type: ignore[call-overload]
+    message.batch_id = int(flow.get("b", 0))  # type: ignore[call-overload]
+    if "in" in flow:
+        message.input = str(flow["in"]).encode()
+        message.has_input = True
+    if flow.get("n") or flow.get("r"):
+        message.wants_result = True
 
 
 def push_message(batch: list[JobView], held: pb.AckResult | None) -> pb.TakeResponse | bytes:
@@ -212,4 +227,31 @@ def queue_info(name: str, paused: bool, counts: dict[str, int], limit: QueueLimi
         rate_per_s=limit.rate_per_s,
         burst=limit.burst,
         key_max_running=limit.key_max_running,
+    )
+
+
+def new_job(engine: Engine, index: int, job: pb.NewJob, relative: bool = False) -> NewJob:
+    """A NewJob from the wire, checked. `relative`: a workflow step's delay counts from when the
+    step starts, so it is left to the step (not made a time now)."""
+    return engine.new_job(
+        index,
+        job.type,
+        job.queue,
+        job.priority if job.HasField("priority") else None,
+        job.payload,
+        job.content_type,
+        run_at_ms=job.run_at_ms,
+        delay_ms=0 if relative else job.delay_ms,
+        max_retries=job.max_retries if job.HasField("max_retries") else None,
+        timeout_ms=job.timeout_ms,
+        backoff=(job.backoff.base_s, job.backoff.exponent, job.backoff.jitter_s)
+        if job.HasField("backoff")
+        else None,
+        keep_completed_ms=job.keep_completed_ms if job.HasField("keep_completed_ms") else None,
+        keep_result_ms=job.keep_result_ms if job.HasField("keep_result_ms") else None,
+        unique_key=job.unique_key,
+        unique_scope=job.unique_scope,
+        headers=dict(job.headers) if job.headers else None,
+        limit_key=job.limit_key,
+        unique_in_queue=job.unique_in_queue,
     )

@@ -35,8 +35,11 @@ CHANGES = frozenset(
         "SetCron",
         "ChangeCron",
         "Backup",
+        "CancelWorkflow",
+        "RetryWorkflow",
     }
 )
+RELAY = frozenset({"PullOutbox", "ApplyInbox", "TrimOutbox"})  # shard to shard (server/relay.py)
 _FILTERED = {"UpdateJobs": "admin", "RetryJobs": "admin", "CancelJobs": "admin", "DeleteJobs": "admin"}
 _FILTERED |= {"ListJobs": "read", "CountJobs": "read"}
 _BY_QUEUE = {"PauseQueue": "admin", "ResumeQueue": "admin", "SetQueueLimit": "admin"}
@@ -118,7 +121,17 @@ class Guard:
             who.require_everywhere("read", "the server's metrics span")
         elif method == "Backup":
             who.require_everywhere("admin", "a backup copies")
-        elif method in ("ListQueues", "ListCron", "ListWorkers") and not who.may_somewhere("read"):
+        elif method == "EnqueueWorkflow":
+            who.require("produce", {s.job.queue or "default" for s in request.steps if s.HasField("job")})
+        elif method == "AddToBatch":
+            who.require("produce", {job.queue or "default" for job in request.jobs})
+        elif method in ("CancelWorkflow", "RetryWorkflow"):
+            who.require_everywhere("admin", "a workflow's jobs span queues, and changing them")
+        elif method in RELAY:
+            who.require_everywhere("relay", "only the server's relay between shards calls")
+        elif method in ("ListQueues", "ListCron", "ListWorkers", "GetBatch", "ListBatches") and not who.may_somewhere(
+            "read"
+        ):
             who.require("read", ["*"])
         # GetTopology: any known token (clients need the map to route). Take and EnqueueStream
         # are checked per message (check_subscribe, Enqueue).

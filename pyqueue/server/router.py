@@ -25,6 +25,7 @@ from pyqueue.server.auth import METADATA_KEY
 from pyqueue.server.convert import enqueue_refusal
 from pyqueue.server.fan_out import take_across
 from pyqueue.server.rights import FORWARDED_FOR
+from pyqueue.server.router_workflows import RouterWorkflowCalls
 from pyqueue.server.status import EOF, AnsweringStream, Context, abort, answer_each, answered
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -39,7 +40,7 @@ def forwarded(context: Context) -> tuple[tuple[str, str | bytes], ...]:
     return (*token, (FORWARDED_FOR, context.peer()))
 
 
-class Router(pb_grpc.QueueServicer):
+class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
     def __init__(self, topology: Topology, dial: Sequence[str], max_message_bytes: int = 64 << 20) -> None:
         self.topology = topology  # as clients are told (advertised addresses)
         # The same message limits as the public server and the shards: a job any of them accepts

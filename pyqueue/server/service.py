@@ -8,12 +8,12 @@ import grpc
 from pyqueue.cluster import Topology, slot_of
 from pyqueue.cluster.metadata import MetadataError, read_json
 from pyqueue.engine import Engine, EngineError, FailedPrecondition
-from pyqueue.engine.model import NewJob
 from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.server import backup, history, metrics
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import (
     change_response,
+    new_job,
     changes_from_pb,
     cron_to_pb,
     enqueue_refusal,
@@ -25,11 +25,12 @@ from pyqueue.server.convert import (
 from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.status import AnsweringStream, Context, abort, answer_each, answered
 from pyqueue.server.take import ServerTakeStream, StrayPacer
+from pyqueue.server.workflows import WorkflowCalls
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 
-class QueueService(pb_grpc.QueueServicer):
+class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
     def __init__(self, engine: Engine, config: ServerConfig) -> None:
         self.engine = engine
         self.config = config
@@ -46,7 +47,7 @@ class QueueService(pb_grpc.QueueServicer):
             engine.check_batch(len(request.jobs))
             for queue in dict.fromkeys(job.queue for job in request.jobs):  # each name once, in order
                 self._check_owner(queue)
-            jobs = [_new_job(engine, i, j) for i, j in enumerate(request.jobs)]
+            jobs = [new_job(engine, i, j) for i, j in enumerate(request.jobs)]
             if request.validate_only:
                 engine.disk.check()
                 return pb.EnqueueResponse()
@@ -281,7 +282,7 @@ class QueueService(pb_grpc.QueueServicer):
                 self._check_owner(entry.job.queue)
                 entries.append(
                     engine.cron_entry(
-                        entry.name, entry.schedule, entry.timezone, _new_job(engine, i, entry.job)
+                        entry.name, entry.schedule, entry.timezone, new_job(engine, i, entry.job)
                     )
                 )
             saved = await engine.set_cron(entries)
@@ -335,31 +336,6 @@ _CRON_ACTIONS = {
     pb.CRON_ACTION_RESUME: "resume",
     pb.CRON_ACTION_DELETE: "delete",
 }
-
-
-def _new_job(engine: Engine, index: int, job: pb.NewJob) -> NewJob:
-    return engine.new_job(
-        index,
-        job.type,
-        job.queue,
-        job.priority if job.HasField("priority") else None,
-        job.payload,
-        job.content_type,
-        run_at_ms=job.run_at_ms,
-        delay_ms=job.delay_ms,
-        max_retries=job.max_retries if job.HasField("max_retries") else None,
-        timeout_ms=job.timeout_ms,
-        backoff=(job.backoff.base_s, job.backoff.exponent, job.backoff.jitter_s)
-        if job.HasField("backoff")
-        else None,
-        keep_completed_ms=job.keep_completed_ms if job.HasField("keep_completed_ms") else None,
-        keep_result_ms=job.keep_result_ms if job.HasField("keep_result_ms") else None,
-        unique_key=job.unique_key,
-        unique_scope=job.unique_scope,
-        headers=dict(job.headers) if job.headers else None,
-        limit_key=job.limit_key,
-        unique_in_queue=job.unique_in_queue,
-    )
 
 
 def _client_of(context: Context) -> str:

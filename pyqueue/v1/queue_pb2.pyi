@@ -523,6 +523,10 @@ class Job(_message.Message):
     UNIQUE_IN_QUEUE_FIELD_NUMBER: _builtins.int
     DAMAGE_FIELD_NUMBER: _builtins.int
     RESULT_PROBLEM_FIELD_NUMBER: _builtins.int
+    WORKFLOW_ID_FIELD_NUMBER: _builtins.int
+    BATCH_ID_FIELD_NUMBER: _builtins.int
+    INPUT_FIELD_NUMBER: _builtins.int
+    HAS_INPUT_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     type: _builtins.str
     queue: _builtins.str
@@ -566,6 +570,15 @@ class Job(_message.Message):
     """Completed, but its result was not kept (it was over --max-payload-bytes): why. `result` is
     then empty, and the official clients' result() raises with this.
     """
+    workflow_id: _builtins.int
+    """A workflow's job: its workflow, and its batch when it is a member of one (0: none)."""
+    batch_id: _builtins.int
+    input: _builtins.bytes
+    """What the step before hands this one (JSON), when has_input: the result of the job before it
+    in a chain; its group's results in order (a chord); its batch's status (a batch callback).
+    The Python worker passes it as the first argument.
+    """
+    has_input: _builtins.bool
     @_builtins.property
     def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """What the producer handed over with the job (NewJob.headers)."""
@@ -599,14 +612,484 @@ class Job(_message.Message):
         unique_in_queue: _builtins.bool = ...,
         damage: _builtins.str = ...,
         result_problem: _builtins.str = ...,
+        workflow_id: _builtins.int = ...,
+        batch_id: _builtins.int = ...,
+        input: _builtins.bytes = ...,
+        has_input: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "damage", b"damage", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "headers", b"headers", "id", b"id", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "result_problem", b"result_problem", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "batch_id", b"batch_id", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "damage", b"damage", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "has_input", b"has_input", "headers", b"headers", "id", b"id", "input", b"input", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "result_problem", b"result_problem", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result", "workflow_id", b"workflow_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Job: _TypeAlias = Job  # noqa: Y015
+
+@_typing.final
+class Step(_message.Message):
+    """One step of a workflow: a job (set `job`), or a group of jobs (set `group`). Steps refer to
+    each other by their index in EnqueueWorkflowRequest.steps plus one (0: none); each step is
+    referred to at most once, and no step leads back to itself.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_FIELD_NUMBER: _builtins.int
+    GROUP_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    NEXT_FIELD_NUMBER: _builtins.int
+    ON_SUCCESS_FIELD_NUMBER: _builtins.int
+    ON_COMPLETE_FIELD_NUMBER: _builtins.int
+    FRESH_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    KEEP_MS_FIELD_NUMBER: _builtins.int
+    group: _builtins.bool
+    next: _builtins.int
+    """Runs once this step has completed (a group: every member completed), given its result (a
+    group: its members' results, in order).
+    """
+    on_success: _builtins.int
+    """A group's callbacks, job steps: on_success runs when every member completed, on_complete
+    when every member finished (completed, dead, cancelled or deleted); each is given the
+    batch's status and fires once.
+    """
+    on_complete: _builtins.int
+    fresh: _builtins.bool
+    """A job step that ignores what the step before hands it (Celery's immutable signature)."""
+    name: _builtins.str
+    """A group: a name shown with its batch; how long its bookkeeping is kept after it succeeded
+    (unset: as long as completed jobs, --keep-completed; a batch with dead jobs is kept as long
+    as dead jobs, --keep-dead).
+    """
+    keep_ms: _builtins.int
+    @_builtins.property
+    def job(self) -> Global___NewJob: ...
+    @_builtins.property
+    def members(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """A group's members: job steps with no step after them."""
+
+    def __init__(
+        self,
+        *,
+        job: Global___NewJob | None = ...,
+        group: _builtins.bool = ...,
+        members: _abc.Iterable[_builtins.int] | None = ...,
+        next: _builtins.int = ...,
+        on_success: _builtins.int = ...,
+        on_complete: _builtins.int = ...,
+        fresh: _builtins.bool = ...,
+        name: _builtins.str = ...,
+        keep_ms: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_ms", b"_keep_ms", "job", b"job", "keep_ms", b"keep_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_ms", b"_keep_ms", "fresh", b"fresh", "group", b"group", "job", b"job", "keep_ms", b"keep_ms", "members", b"members", "name", b"name", "next", b"next", "on_complete", b"on_complete", "on_success", b"on_success"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__keep_ms: _TypeAlias = _typing.Literal["keep_ms"]  # noqa: Y015
+    _WhichOneofArgType__keep_ms: _TypeAlias = _typing.Literal["_keep_ms", b"_keep_ms"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_ms) -> _WhichOneofReturnType__keep_ms | None: ...
+
+Global___Step: _TypeAlias = Step  # noqa: Y015
+
+@_typing.final
+class EnqueueWorkflowRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEPS_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    start: _builtins.int
+    """The index of the first step."""
+    @_builtins.property
+    def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___Step]: ...
+    def __init__(
+        self,
+        *,
+        steps: _abc.Iterable[Global___Step] | None = ...,
+        start: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["start", b"start", "steps", b"steps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnqueueWorkflowRequest: _TypeAlias = EnqueueWorkflowRequest  # noqa: Y015
+
+@_typing.final
+class EnqueueWorkflowResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKFLOW_ID_FIELD_NUMBER: _builtins.int
+    BATCH_ID_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    workflow_id: _builtins.int
+    batch_id: _builtins.int
+    """The first step's batch (a group): its id is the workflow's. 0 when the first step is a job."""
+    job_id: _builtins.int
+    """The first step's job, when it is a job made at once on the shard that took the call."""
+    def __init__(
+        self,
+        *,
+        workflow_id: _builtins.int = ...,
+        batch_id: _builtins.int = ...,
+        job_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "job_id", b"job_id", "workflow_id", b"workflow_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnqueueWorkflowResponse: _TypeAlias = EnqueueWorkflowResponse  # noqa: Y015
+
+@_typing.final
+class AddToBatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BATCH_ID_FIELD_NUMBER: _builtins.int
+    JOBS_FIELD_NUMBER: _builtins.int
+    batch_id: _builtins.int
+    @_builtins.property
+    def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___NewJob]: ...
+    def __init__(
+        self,
+        *,
+        batch_id: _builtins.int = ...,
+        jobs: _abc.Iterable[Global___NewJob] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "jobs", b"jobs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddToBatchRequest: _TypeAlias = AddToBatchRequest  # noqa: Y015
+
+@_typing.final
+class AddToBatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEXES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def indexes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The new members' indexes in the batch."""
+
+    def __init__(
+        self,
+        *,
+        indexes: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["indexes", b"indexes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddToBatchResponse: _TypeAlias = AddToBatchResponse  # noqa: Y015
+
+@_typing.final
+class GetBatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetBatchRequest: _TypeAlias = GetBatchRequest  # noqa: Y015
+
+@_typing.final
+class Batch(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    WORKFLOW_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    COMPLETED_FIELD_NUMBER: _builtins.int
+    DEAD_FIELD_NUMBER: _builtins.int
+    CANCELLED_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    FIRED_FIELD_NUMBER: _builtins.int
+    CREATED_AT_MS_FIELD_NUMBER: _builtins.int
+    FINISHED_AT_MS_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_MS_FIELD_NUMBER: _builtins.int
+    WORKFLOW_CANCELLED_FIELD_NUMBER: _builtins.int
+    PROBLEM_FIELD_NUMBER: _builtins.int
+    DEAD_JOBS_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    workflow_id: _builtins.int
+    name: _builtins.str
+    total: _builtins.int
+    pending: _builtins.int
+    completed: _builtins.int
+    dead: _builtins.int
+    cancelled: _builtins.int
+    deleted: _builtins.int
+    created_at_ms: _builtins.int
+    finished_at_ms: _builtins.int
+    """When no job of it was pending any more (0: some are); its bookkeeping goes at expires_at_ms."""
+    expires_at_ms: _builtins.int
+    workflow_cancelled: _builtins.bool
+    problem: _builtins.str
+    """Why the step after the group did not start (its results were too large to hand on)."""
+    @_builtins.property
+    def fired(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The callbacks that fired: "complete" (on_complete), "success" (on_success and the next step)."""
+
+    @_builtins.property
+    def dead_jobs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Its dead jobs (GetBatch only)."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        workflow_id: _builtins.int = ...,
+        name: _builtins.str = ...,
+        total: _builtins.int = ...,
+        pending: _builtins.int = ...,
+        completed: _builtins.int = ...,
+        dead: _builtins.int = ...,
+        cancelled: _builtins.int = ...,
+        deleted: _builtins.int = ...,
+        fired: _abc.Iterable[_builtins.str] | None = ...,
+        created_at_ms: _builtins.int = ...,
+        finished_at_ms: _builtins.int = ...,
+        expires_at_ms: _builtins.int = ...,
+        workflow_cancelled: _builtins.bool = ...,
+        problem: _builtins.str = ...,
+        dead_jobs: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "completed", b"completed", "created_at_ms", b"created_at_ms", "dead", b"dead", "dead_jobs", b"dead_jobs", "deleted", b"deleted", "expires_at_ms", b"expires_at_ms", "finished_at_ms", b"finished_at_ms", "fired", b"fired", "id", b"id", "name", b"name", "pending", b"pending", "problem", b"problem", "total", b"total", "workflow_cancelled", b"workflow_cancelled", "workflow_id", b"workflow_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Batch: _TypeAlias = Batch  # noqa: Y015
+
+@_typing.final
+class ListBatchesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIMIT_FIELD_NUMBER: _builtins.int
+    BEFORE_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    before: _builtins.int
+    """Only batches with a smaller id (the last id of the page before)."""
+    def __init__(
+        self,
+        *,
+        limit: _builtins.int = ...,
+        before: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["before", b"before", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListBatchesRequest: _TypeAlias = ListBatchesRequest  # noqa: Y015
+
+@_typing.final
+class ListBatchesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BATCHES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def batches(self) -> _containers.RepeatedCompositeFieldContainer[Global___Batch]: ...
+    def __init__(
+        self,
+        *,
+        batches: _abc.Iterable[Global___Batch] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListBatchesResponse: _TypeAlias = ListBatchesResponse  # noqa: Y015
+
+@_typing.final
+class WorkflowRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKFLOW_ID_FIELD_NUMBER: _builtins.int
+    workflow_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        workflow_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["workflow_id", b"workflow_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkflowRequest: _TypeAlias = WorkflowRequest  # noqa: Y015
+
+@_typing.final
+class OutboxEntry(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    ENTRY_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    to: _builtins.int
+    entry: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        to: _builtins.int = ...,
+        entry: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry", "seq", b"seq", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OutboxEntry: _TypeAlias = OutboxEntry  # noqa: Y015
+
+@_typing.final
+class PullOutboxRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AFTER_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    WAIT_MS_FIELD_NUMBER: _builtins.int
+    after: _builtins.int
+    """Entries after this sequence; waits up to wait_ms for one."""
+    limit: _builtins.int
+    wait_ms: _builtins.int
+    def __init__(
+        self,
+        *,
+        after: _builtins.int = ...,
+        limit: _builtins.int = ...,
+        wait_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "limit", b"limit", "wait_ms", b"wait_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PullOutboxRequest: _TypeAlias = PullOutboxRequest  # noqa: Y015
+
+@_typing.final
+class PullOutboxResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutboxEntry]: ...
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[Global___OutboxEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PullOutboxResponse: _TypeAlias = PullOutboxResponse  # noqa: Y015
+
+@_typing.final
+class ApplyInboxRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    source: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutboxEntry]: ...
+    def __init__(
+        self,
+        *,
+        source: _builtins.int = ...,
+        entries: _abc.Iterable[Global___OutboxEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApplyInboxRequest: _TypeAlias = ApplyInboxRequest  # noqa: Y015
+
+@_typing.final
+class ApplyInboxResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    APPLIED_FIELD_NUMBER: _builtins.int
+    applied: _builtins.int
+    def __init__(
+        self,
+        *,
+        applied: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied", b"applied"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApplyInboxResponse: _TypeAlias = ApplyInboxResponse  # noqa: Y015
+
+@_typing.final
+class TrimOutboxRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    UPTO_FIELD_NUMBER: _builtins.int
+    upto: _builtins.int
+    def __init__(
+        self,
+        *,
+        upto: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["upto", b"upto"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TrimOutboxRequest: _TypeAlias = TrimOutboxRequest  # noqa: Y015
+
+@_typing.final
+class TrimOutboxResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DROPPED_FIELD_NUMBER: _builtins.int
+    dropped: _builtins.int
+    def __init__(
+        self,
+        *,
+        dropped: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped", b"dropped"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TrimOutboxResponse: _TypeAlias = TrimOutboxResponse  # noqa: Y015
 
 @_typing.final
 class Range(_message.Message):

@@ -154,6 +154,51 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.BackupRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.BackupResponse.FromString,
                 _registered_method=True)
+        self.EnqueueWorkflow = channel.unary_unary(
+                '/pyqueue.v1.Queue/EnqueueWorkflow',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.EnqueueWorkflowRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.EnqueueWorkflowResponse.FromString,
+                _registered_method=True)
+        self.AddToBatch = channel.unary_unary(
+                '/pyqueue.v1.Queue/AddToBatch',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.AddToBatchRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.AddToBatchResponse.FromString,
+                _registered_method=True)
+        self.GetBatch = channel.unary_unary(
+                '/pyqueue.v1.Queue/GetBatch',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.GetBatchRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.Batch.FromString,
+                _registered_method=True)
+        self.ListBatches = channel.unary_unary(
+                '/pyqueue.v1.Queue/ListBatches',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.ListBatchesRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListBatchesResponse.FromString,
+                _registered_method=True)
+        self.CancelWorkflow = channel.unary_unary(
+                '/pyqueue.v1.Queue/CancelWorkflow',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.WorkflowRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+                _registered_method=True)
+        self.RetryWorkflow = channel.unary_unary(
+                '/pyqueue.v1.Queue/RetryWorkflow',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.WorkflowRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+                _registered_method=True)
+        self.PullOutbox = channel.unary_unary(
+                '/pyqueue.v1.Queue/PullOutbox',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.PullOutboxRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.PullOutboxResponse.FromString,
+                _registered_method=True)
+        self.ApplyInbox = channel.unary_unary(
+                '/pyqueue.v1.Queue/ApplyInbox',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.ApplyInboxRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ApplyInboxResponse.FromString,
+                _registered_method=True)
+        self.TrimOutbox = channel.unary_unary(
+                '/pyqueue.v1.Queue/TrimOutbox',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.TrimOutboxRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.TrimOutboxResponse.FromString,
+                _registered_method=True)
 
 
 class QueueServicer:
@@ -340,6 +385,70 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EnqueueWorkflow(self, request, context):
+        """Workflows (docs/workflows.md): chains, groups and batches with callbacks, kept by the server.
+        Start one: answered once its first step is committed on the shard of its first queue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddToBatch(self, request, context):
+        """Add jobs to a batch that still has a pending job (from inside one of its jobs, say).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBatches(self, request, context):
+        """The newest batches first, from every shard.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelWorkflow(self, request, context):
+        """Cancel what has not run of a workflow (or of the batch whose id is the workflow's); its
+        callbacks do not fire. Needs admin:*.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryWorkflow(self, request, context):
+        """Retry a workflow's dead jobs: their batches count them pending again, and callbacks that did
+        not fire yet fire once they complete. Needs admin:*.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PullOutbox(self, request, context):
+        """Between shards (the server's relay; no client calls these): a shard's durable outbox
+        entries, their application on the shard they are for, and the trim of what was applied.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApplyInbox(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TrimOutbox(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -462,6 +571,51 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.Backup,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.BackupRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.BackupResponse.SerializeToString,
+            ),
+            'EnqueueWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnqueueWorkflow,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.EnqueueWorkflowRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.EnqueueWorkflowResponse.SerializeToString,
+            ),
+            'AddToBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddToBatch,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.AddToBatchRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.AddToBatchResponse.SerializeToString,
+            ),
+            'GetBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBatch,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.GetBatchRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.Batch.SerializeToString,
+            ),
+            'ListBatches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBatches,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListBatchesRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ListBatchesResponse.SerializeToString,
+            ),
+            'CancelWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelWorkflow,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.WorkflowRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.SerializeToString,
+            ),
+            'RetryWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryWorkflow,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.WorkflowRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.SerializeToString,
+            ),
+            'PullOutbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.PullOutbox,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.PullOutboxRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.PullOutboxResponse.SerializeToString,
+            ),
+            'ApplyInbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyInbox,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ApplyInboxRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.ApplyInboxResponse.SerializeToString,
+            ),
+            'TrimOutbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.TrimOutbox,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.TrimOutboxRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.TrimOutboxResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1112,6 +1266,249 @@ class Queue:
             '/pyqueue.v1.Queue/Backup',
             pyqueue_dot_v1_dot_queue__pb2.BackupRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.BackupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnqueueWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/EnqueueWorkflow',
+            pyqueue_dot_v1_dot_queue__pb2.EnqueueWorkflowRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.EnqueueWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddToBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/AddToBatch',
+            pyqueue_dot_v1_dot_queue__pb2.AddToBatchRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.AddToBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/GetBatch',
+            pyqueue_dot_v1_dot_queue__pb2.GetBatchRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.Batch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/ListBatches',
+            pyqueue_dot_v1_dot_queue__pb2.ListBatchesRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ListBatchesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/CancelWorkflow',
+            pyqueue_dot_v1_dot_queue__pb2.WorkflowRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/RetryWorkflow',
+            pyqueue_dot_v1_dot_queue__pb2.WorkflowRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PullOutbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/PullOutbox',
+            pyqueue_dot_v1_dot_queue__pb2.PullOutboxRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.PullOutboxResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyInbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/ApplyInbox',
+            pyqueue_dot_v1_dot_queue__pb2.ApplyInboxRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.ApplyInboxResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TrimOutbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/TrimOutbox',
+            pyqueue_dot_v1_dot_queue__pb2.TrimOutboxRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.TrimOutboxResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -102,6 +102,29 @@ class QueueStub:
     server writes one per shard (path/shard-N) and its layout. `pyqueue restore` puts one back.
     Needs the admin right on every queue.
     """
+    EnqueueWorkflow: _grpc.UnaryUnaryMultiCallable[_queue_pb2.EnqueueWorkflowRequest, _queue_pb2.EnqueueWorkflowResponse]
+    """Workflows (docs/workflows.md): chains, groups and batches with callbacks, kept by the server.
+    Start one: answered once its first step is committed on the shard of its first queue.
+    """
+    AddToBatch: _grpc.UnaryUnaryMultiCallable[_queue_pb2.AddToBatchRequest, _queue_pb2.AddToBatchResponse]
+    """Add jobs to a batch that still has a pending job (from inside one of its jobs, say)."""
+    GetBatch: _grpc.UnaryUnaryMultiCallable[_queue_pb2.GetBatchRequest, _queue_pb2.Batch]
+    ListBatches: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListBatchesRequest, _queue_pb2.ListBatchesResponse]
+    """The newest batches first, from every shard."""
+    CancelWorkflow: _grpc.UnaryUnaryMultiCallable[_queue_pb2.WorkflowRequest, _queue_pb2.ChangeResponse]
+    """Cancel what has not run of a workflow (or of the batch whose id is the workflow's); its
+    callbacks do not fire. Needs admin:*.
+    """
+    RetryWorkflow: _grpc.UnaryUnaryMultiCallable[_queue_pb2.WorkflowRequest, _queue_pb2.ChangeResponse]
+    """Retry a workflow's dead jobs: their batches count them pending again, and callbacks that did
+    not fire yet fire once they complete. Needs admin:*.
+    """
+    PullOutbox: _grpc.UnaryUnaryMultiCallable[_queue_pb2.PullOutboxRequest, _queue_pb2.PullOutboxResponse]
+    """Between shards (the server's relay; no client calls these): a shard's durable outbox
+    entries, their application on the shard they are for, and the trim of what was applied.
+    """
+    ApplyInbox: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ApplyInboxRequest, _queue_pb2.ApplyInboxResponse]
+    TrimOutbox: _grpc.UnaryUnaryMultiCallable[_queue_pb2.TrimOutboxRequest, _queue_pb2.TrimOutboxResponse]
 
 @_typing.type_check_only
 class QueueAsyncStub(QueueStub):
@@ -177,6 +200,29 @@ class QueueAsyncStub(QueueStub):
     server writes one per shard (path/shard-N) and its layout. `pyqueue restore` puts one back.
     Needs the admin right on every queue.
     """
+    EnqueueWorkflow: _aio.UnaryUnaryMultiCallable[_queue_pb2.EnqueueWorkflowRequest, _queue_pb2.EnqueueWorkflowResponse]  # type: ignore[assignment]
+    """Workflows (docs/workflows.md): chains, groups and batches with callbacks, kept by the server.
+    Start one: answered once its first step is committed on the shard of its first queue.
+    """
+    AddToBatch: _aio.UnaryUnaryMultiCallable[_queue_pb2.AddToBatchRequest, _queue_pb2.AddToBatchResponse]  # type: ignore[assignment]
+    """Add jobs to a batch that still has a pending job (from inside one of its jobs, say)."""
+    GetBatch: _aio.UnaryUnaryMultiCallable[_queue_pb2.GetBatchRequest, _queue_pb2.Batch]  # type: ignore[assignment]
+    ListBatches: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListBatchesRequest, _queue_pb2.ListBatchesResponse]  # type: ignore[assignment]
+    """The newest batches first, from every shard."""
+    CancelWorkflow: _aio.UnaryUnaryMultiCallable[_queue_pb2.WorkflowRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
+    """Cancel what has not run of a workflow (or of the batch whose id is the workflow's); its
+    callbacks do not fire. Needs admin:*.
+    """
+    RetryWorkflow: _aio.UnaryUnaryMultiCallable[_queue_pb2.WorkflowRequest, _queue_pb2.ChangeResponse]  # type: ignore[assignment]
+    """Retry a workflow's dead jobs: their batches count them pending again, and callbacks that did
+    not fire yet fire once they complete. Needs admin:*.
+    """
+    PullOutbox: _aio.UnaryUnaryMultiCallable[_queue_pb2.PullOutboxRequest, _queue_pb2.PullOutboxResponse]  # type: ignore[assignment]
+    """Between shards (the server's relay; no client calls these): a shard's durable outbox
+    entries, their application on the shard they are for, and the trim of what was applied.
+    """
+    ApplyInbox: _aio.UnaryUnaryMultiCallable[_queue_pb2.ApplyInboxRequest, _queue_pb2.ApplyInboxResponse]  # type: ignore[assignment]
+    TrimOutbox: _aio.UnaryUnaryMultiCallable[_queue_pb2.TrimOutboxRequest, _queue_pb2.TrimOutboxResponse]  # type: ignore[assignment]
 
 class QueueServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -393,5 +439,82 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         server writes one per shard (path/shard-N) and its layout. `pyqueue restore` puts one back.
         Needs the admin right on every queue.
         """
+
+    @_abc_1.abstractmethod
+    def EnqueueWorkflow(
+        self,
+        request: _queue_pb2.EnqueueWorkflowRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.EnqueueWorkflowResponse, _abc.Awaitable[_queue_pb2.EnqueueWorkflowResponse]]:
+        """Workflows (docs/workflows.md): chains, groups and batches with callbacks, kept by the server.
+        Start one: answered once its first step is committed on the shard of its first queue.
+        """
+
+    @_abc_1.abstractmethod
+    def AddToBatch(
+        self,
+        request: _queue_pb2.AddToBatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.AddToBatchResponse, _abc.Awaitable[_queue_pb2.AddToBatchResponse]]:
+        """Add jobs to a batch that still has a pending job (from inside one of its jobs, say)."""
+
+    @_abc_1.abstractmethod
+    def GetBatch(
+        self,
+        request: _queue_pb2.GetBatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.Batch, _abc.Awaitable[_queue_pb2.Batch]]: ...
+
+    @_abc_1.abstractmethod
+    def ListBatches(
+        self,
+        request: _queue_pb2.ListBatchesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ListBatchesResponse, _abc.Awaitable[_queue_pb2.ListBatchesResponse]]:
+        """The newest batches first, from every shard."""
+
+    @_abc_1.abstractmethod
+    def CancelWorkflow(
+        self,
+        request: _queue_pb2.WorkflowRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ChangeResponse, _abc.Awaitable[_queue_pb2.ChangeResponse]]:
+        """Cancel what has not run of a workflow (or of the batch whose id is the workflow's); its
+        callbacks do not fire. Needs admin:*.
+        """
+
+    @_abc_1.abstractmethod
+    def RetryWorkflow(
+        self,
+        request: _queue_pb2.WorkflowRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ChangeResponse, _abc.Awaitable[_queue_pb2.ChangeResponse]]:
+        """Retry a workflow's dead jobs: their batches count them pending again, and callbacks that did
+        not fire yet fire once they complete. Needs admin:*.
+        """
+
+    @_abc_1.abstractmethod
+    def PullOutbox(
+        self,
+        request: _queue_pb2.PullOutboxRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.PullOutboxResponse, _abc.Awaitable[_queue_pb2.PullOutboxResponse]]:
+        """Between shards (the server's relay; no client calls these): a shard's durable outbox
+        entries, their application on the shard they are for, and the trim of what was applied.
+        """
+
+    @_abc_1.abstractmethod
+    def ApplyInbox(
+        self,
+        request: _queue_pb2.ApplyInboxRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ApplyInboxResponse, _abc.Awaitable[_queue_pb2.ApplyInboxResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def TrimOutbox(
+        self,
+        request: _queue_pb2.TrimOutboxRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.TrimOutboxResponse, _abc.Awaitable[_queue_pb2.TrimOutboxResponse]]: ...
 
 def add_QueueServicer_to_server(servicer: QueueServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -65,6 +65,15 @@ def arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
     return list(payload.get("args", [])), dict(payload.get("kwargs", {}))
 
 
+def given_payload(job: Job) -> Any:
+    """A workflow's job is handed what the step before it gave (a result, a group's results, a
+    batch's status) as its first argument, as Celery hands a chain's result on."""
+    if not job.has_input:
+        return job.payload
+    args, kwargs = arguments(job.payload)
+    return {"args": [job.input, *args], "kwargs": kwargs}
+
+
 def thread_runner(
     function: JobFunction[Any, Any], threads: HandlerThreads
 ) -> Callable[[Any], Awaitable[Any]]:
@@ -105,7 +114,7 @@ async def execute(
 async def _traced(
     run: Callable[[Any], Awaitable[Any]], job: Job, current: CurrentJob, span: Any
 ) -> AttemptOutcome:
-    outcome, value = await _attempt(run, job.payload, job.timeout_ms, current)
+    outcome, value = await _attempt(run, given_payload(job), job.timeout_ms, current)
     if outcome.kind == "ok" and job.wants_result:
         outcome = _result(value)
     if outcome.kind != "ok":

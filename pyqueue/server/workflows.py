@@ -1,0 +1,172 @@
+"""The workflow calls of a shard's servicer: a workflow's steps from the wire (checked whole
+before anything is written), batches to the wire, and the outbox's two ends for the relay."""
+
+from typing import Any
+
+from pyqueue.engine import Engine, EngineError
+from pyqueue.engine.errors import InvalidArgument
+from pyqueue.engine.flows import GroupStep, JobStep, Step, job_to_dict
+from pyqueue.engine.workflows import BatchStatus
+from pyqueue.server.convert import change_response, new_job
+from pyqueue.server.status import Context, abort, answered
+from pyqueue.v1 import queue_pb2 as pb
+
+MAX_PULL_WAIT_MS = 5_000
+MAX_PULL = 2_000
+
+
+class Plan:
+    """EnqueueWorkflowRequest's steps as the engine's tree: every step reached from the start
+    once, none leading back to itself, members and callbacks job steps."""
+
+    def __init__(self, engine: Engine, request: pb.EnqueueWorkflowRequest) -> None:
+        self.engine = engine
+        self.steps = request.steps
+        self.used: set[int] = set()
+        if not self.steps:
+            raise InvalidArgument("the workflow has no steps")
+        if request.start >= len(self.steps):
+            raise InvalidArgument(f"start {request.start} is not a step: there are {len(self.steps)}")
+        self.root = self.step(request.start, frozenset(), "start")
+        unused = sorted(set(range(len(self.steps))) - self.used)
+        if unused:
+            raise InvalidArgument(f"step {unused[0]} is not reached from the start: link it, or leave it out")
+
+    def ref(self, plus_one: int, where: str, path: frozenset[int]) -> Step | None:
+        if not plus_one:
+            return None
+        if plus_one > len(self.steps):
+            raise InvalidArgument(f"{where} names step {plus_one - 1}, and there are {len(self.steps)}")
+        return self.step(plus_one - 1, path, where)
+
+    def step(self, i: int, path: frozenset[int], where: str) -> Step:
+        if i in path:
+            raise InvalidArgument(f"{where} leads back to step {i}: a workflow has no cycles")
+        if i in self.used:
+            raise InvalidArgument(f"step {i} is named twice ({where}): a step runs once, in one place")
+        self.used.add(i)
+        path = path | {i}
+        s = self.steps[i]
+        if s.group:
+            return self.group(i, s, path)
+        if not s.HasField("job"):
+            raise InvalidArgument(f"step {i} is neither a job nor a group: set its job, or group")
+        if s.members or s.on_success or s.on_complete:
+            raise InvalidArgument(f"step {i} is a job: only a group has members and callbacks")
+        step: JobStep = {"job": self.job(i, s.job)}
+        if s.job.delay_ms:
+            step["delay_ms"] = s.job.delay_ms  # counted from when the step starts
+        if s.fresh:
+            step["fresh"] = True
+        step["next"] = self.ref(s.next, f"step {i}'s next", path)
+        return step
+
+    def group(self, i: int, s: pb.Step, path: frozenset[int]) -> GroupStep:
+        if s.HasField("job"):
+            raise InvalidArgument(f"step {i} is both a job and a group: set one")
+        members = [self.job_step(m, f"member {k} of step {i}", path, alone=True) for k, m in enumerate(s.members)]
+        group: GroupStep = {"members": members, "name": s.name}
+        group["on_success"] = self.job_step(s.on_success, f"step {i}'s on_success", path) if s.on_success else None
+        group["on_complete"] = self.job_step(s.on_complete, f"step {i}'s on_complete", path) if s.on_complete else None
+        group["next"] = self.ref(s.next, f"step {i}'s next", path)
+        group["keep_ms"] = s.keep_ms if s.HasField("keep_ms") else None
+        return group
+
+    def job_step(self, plus_one: int, where: str, path: frozenset[int], alone: bool = False) -> JobStep:
+        if not plus_one or plus_one > len(self.steps):
+            raise InvalidArgument(f"{where} names step {plus_one - 1}, and there are {len(self.steps)}")
+        target = self.steps[plus_one - 1]
+        if target.group or not target.HasField("job"):
+            raise InvalidArgument(f"{where} must be a job step (step {plus_one - 1} is not)")
+        if alone and target.next:
+            raise InvalidArgument(f"{where} has a step after it: a member is one job")
+        step = self.ref(plus_one, where, path)
+        assert step is not None and "job" in step
+        return step
+
+    def job(self, i: int, job: pb.NewJob) -> dict[str, Any]:
+        return job_to_dict(new_job(self.engine, i, job, relative=True))
+
+
+def batch_to_pb(status: BatchStatus) -> pb.Batch:
+    return pb.Batch(
+        id=status.id,
+        workflow_id=status.workflow_id,
+        name=status.name,
+        total=status.total,
+        **status.counts,
+        fired=list(status.fired),
+        created_at_ms=status.created_ms,
+        finished_at_ms=status.finished_ms,
+        expires_at_ms=status.expires_ms,
+        workflow_cancelled=status.cancelled,
+        problem=status.problem,
+        dead_jobs=list(status.dead_jobs),
+    )
+
+
+class WorkflowCalls:
+    engine: Engine
+
+    @answered
+    async def EnqueueWorkflow(
+        self, request: pb.EnqueueWorkflowRequest, context: Context
+    ) -> pb.EnqueueWorkflowResponse:
+        try:
+            self.engine.disk.check()
+            flow_id, batch_id, job_id = await self.engine.workflows.start(Plan(self.engine, request).root)
+        except EngineError as exc:
+            await abort(context, exc)
+        return pb.EnqueueWorkflowResponse(workflow_id=flow_id, batch_id=batch_id, job_id=job_id)
+
+    @answered
+    async def AddToBatch(self, request: pb.AddToBatchRequest, context: Context) -> pb.AddToBatchResponse:
+        try:
+            if not request.jobs:
+                raise InvalidArgument("the request holds no jobs")
+            members: list[JobStep] = [
+                {"job": job_to_dict(new_job(self.engine, i, j, relative=True))} for i, j in enumerate(request.jobs)
+            ]
+            indexes = await self.engine.workflows.add(request.batch_id, members)
+        except EngineError as exc:
+            await abort(context, exc)
+        return pb.AddToBatchResponse(indexes=indexes)
+
+    @answered
+    async def GetBatch(self, request: pb.GetBatchRequest, context: Context) -> pb.Batch:
+        try:
+            return batch_to_pb(self.engine.workflows.batch(request.id))
+        except EngineError as exc:
+            await abort(context, exc)
+
+    @answered
+    async def ListBatches(self, request: pb.ListBatchesRequest, context: Context) -> pb.ListBatchesResponse:
+        limit = min(request.limit or 100, 1000)
+        found = await self.engine.workflows.batches(limit, request.before)
+        return pb.ListBatchesResponse(batches=[batch_to_pb(b) for b in found])
+
+    @answered
+    async def CancelWorkflow(self, request: pb.WorkflowRequest, context: Context) -> pb.ChangeResponse:
+        return change_response(await self.engine.workflows.cancel(request.workflow_id))
+
+    @answered
+    async def RetryWorkflow(self, request: pb.WorkflowRequest, context: Context) -> pb.ChangeResponse:
+        return change_response(await self.engine.workflows.retry(request.workflow_id))
+
+    @answered
+    async def PullOutbox(self, request: pb.PullOutboxRequest, context: Context) -> pb.PullOutboxResponse:
+        wait_s = min(request.wait_ms, MAX_PULL_WAIT_MS) / 1000
+        entries = await self.engine.workflows.pull(request.after, min(request.limit or MAX_PULL, MAX_PULL), wait_s)
+        return pb.PullOutboxResponse(entries=[pb.OutboxEntry(seq=s, to=t, entry=e) for s, t, e in entries])
+
+    @answered
+    async def ApplyInbox(self, request: pb.ApplyInboxRequest, context: Context) -> pb.ApplyInboxResponse:
+        entries = [(e.seq, e.entry) for e in request.entries]
+        try:
+            return pb.ApplyInboxResponse(applied=await self.engine.workflows.take_in(request.source, entries))
+        except EngineError as exc:
+            await abort(context, exc)
+
+    @answered
+    async def TrimOutbox(self, request: pb.TrimOutboxRequest, context: Context) -> pb.TrimOutboxResponse:
+        return pb.TrimOutboxResponse(dropped=await self.engine.workflows.trim(request.upto))

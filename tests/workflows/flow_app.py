@@ -1,0 +1,45 @@
+"""Job functions for the workflow tests: each records its call in LOG (one JSON line)."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyqueue
+
+app = pyqueue.App()
+LOG = Path("/dev/null")
+BROKEN = {"bad.jpg"}  # images resize cannot read (a test mends one by removing it)
+
+
+def record(name: str, *args: Any) -> None:
+    with LOG.open("a") as f:
+        f.write(json.dumps([name, *args]) + "\n")
+
+
+@app.job(queue="images")  # shard 0 of 2
+def resize(image: str) -> str:
+    record("resize", image)
+    if image in BROKEN:
+        raise pyqueue.Kill(f"{image} cannot be read")
+    return f"small-{image}"
+
+
+@app.job(queue="albums")  # shard 1 of 2
+def build_album(thumbs: list[str], album: str) -> dict[str, Any]:
+    record("build_album", thumbs, album)
+    return {"album": album, "size": len(thumbs)}
+
+
+@app.job(queue="publish")  # shard 1 of 2
+def publish(album: dict[str, Any]) -> None:
+    record("publish", album)
+
+
+@app.job(queue="mail")  # shard 0 of 2
+def report(status: dict[str, Any], who: str) -> None:
+    record("report", status, who)
+
+
+@app.job(queue="mail")
+def celebrate(status: dict[str, Any]) -> None:
+    record("celebrate", status)

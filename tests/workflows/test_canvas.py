@@ -1,0 +1,78 @@
+"""Chains, groups with .then (chords) and batches with callbacks, through a real two-shard server
+and `drain`: each step is handed what the one before gave, across shards, once."""
+
+import time
+from typing import Any
+
+import pytest
+import flow_app
+from conftest import ran
+from flow_app import build_album, celebrate, publish, report, resize
+
+import pyqueue
+from pyqueue.testing import drain
+
+QUEUES = ["images", "albums", "publish", "mail"]
+
+
+def run_until(app: pyqueue.App, done: Any, timeout: float = 60) -> None:
+    """Drain the queues until `done()` holds (the relay carries steps between shards meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"not done after {timeout}s; ran: {ran()}"
+        drain(app, QUEUES, idle_s=0.1)
+
+
+def names() -> list[str]:
+    return [entry[0] for entry in ran()]
+
+
+def test_a_group_then_a_chain_hands_results_on_across_shards(flows: pyqueue.App) -> None:
+    images = ["a.jpg", "b.jpg", "c.jpg"]
+    workflow = flows.group(resize.s(i) for i in images).then(build_album.s("holiday")).then(publish.s())
+    run = workflow.enqueue()
+    assert run.batch_id == run.workflow_id
+    run_until(flows, lambda: "publish" in names())
+    entries = ran()
+    album = next(e for e in entries if e[0] == "build_album")
+    assert album[1:] == [["small-a.jpg", "small-b.jpg", "small-c.jpg"], "holiday"]  # in order
+    assert next(e for e in entries if e[0] == "publish")[1] == {"album": "holiday", "size": 3}
+    assert names().count("build_album") == 1 and names().count("publish") == 1
+
+
+def test_a_batch_calls_on_complete_with_its_dead_jobs_and_on_success_once_they_are_retried(
+    flows: pyqueue.App,
+) -> None:
+    batch = pyqueue.Batch(
+        [resize.s("a.jpg"), resize.s("bad.jpg")],
+        on_complete=report.s("ops"),
+        on_success=celebrate.s(),
+        name="thumbnails",
+    )
+    run = batch.enqueue()
+    run_until(flows, lambda: "report" in names())
+    status = next(e for e in ran() if e[0] == "report")[1]
+    assert status["completed"] == 1 and status["dead"] == 1 and len(status["dead_jobs"]) == 1
+    info = flows.client.batch(run.batch_id)
+    assert (info.pending, info.completed, info.dead, info.fired) == (0, 1, 1, ("complete",))
+    assert info.name == "thumbnails" and info.dead_jobs == tuple(status["dead_jobs"])
+    assert "celebrate" not in names()
+
+    # The cause is mended, the dead job retried: the batch is pending again, then succeeds.
+    flow_app.BROKEN.clear()
+    assert flows.client.retry_workflow(run.workflow_id).changed == list(info.dead_jobs)
+    run_until(flows, lambda: "celebrate" in names())
+    assert names().count("report") == 1 and names().count("celebrate") == 1
+
+
+def test_a_call_that_does_not_fit_its_function_is_refused_at_enqueue(flows: pyqueue.App) -> None:
+    with pytest.raises(TypeError, match="resize"):
+        flows.chain(resize.s("a.jpg", "extra")).enqueue()
+    with pytest.raises(TypeError, match="build_album"):  # handed a result, plus two: one too many
+        flows.chain(resize.s("a.jpg"), build_album.s("x", "y")).enqueue()
+    with pytest.raises(TypeError, match="a member is one job"):
+        pyqueue.Group([flows.chain(resize.s("a"), publish.s())])
+    with pytest.raises(TypeError, match="not a group"):
+        pyqueue.Group([resize.s("a")], on_success=pyqueue.Group([resize.s("b")]))
+    with pytest.raises(TypeError, match="must be a job"):
+        flows.chain(resize.s("a"), 42)  # type: ignore[arg-type]
