@@ -4,6 +4,7 @@ import click
 
 from pyqueue import __version__, defaults
 from pyqueue.cli.backup import backup, restore
+from pyqueue.cli.batches import batch, batches
 from pyqueue.cli.check import check, repair
 from pyqueue.cli.cluster import cluster
 from pyqueue.cli.cron import cron
@@ -51,6 +52,8 @@ main.add_command(worker)
 main.add_command(workers)
 main.add_command(top)
 main.add_command(cron)
+main.add_command(batches)
+main.add_command(batch)
 main.add_command(token)
 for command in (jobs, queues, update, retry, cancel, delete, pause, resume, limit):
     main.add_command(command)

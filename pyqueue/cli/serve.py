@@ -78,6 +78,13 @@ def check_server_installed() -> None:
 )
 @click.option("--max-payload-bytes", type=int, default=1 << 20, show_default=True)
 @click.option("--max-jobs-per-enqueue", type=int, default=1000, show_default=True)
+@click.option(
+    "--max-workflow-jobs",
+    type=click.IntRange(1),
+    default=10_000,
+    show_default=True,
+    help="Jobs one workflow call (a batch, a chain and its callbacks) may create.",
+)
 @click.option("--max-name-length", type=int, default=128, show_default=True)
 @click.option("--max-prefetch", type=int, default=10_000, show_default=True)
 @click.option(

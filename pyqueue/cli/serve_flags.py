@@ -29,6 +29,7 @@ class ServeFlags:
     worker_timeout_s: float
     max_payload_bytes: int
     max_jobs_per_enqueue: int
+    max_workflow_jobs: int
     max_name_length: int
     max_prefetch: int
     max_streams: int
@@ -75,6 +76,7 @@ class ServeFlags:
         return Limits(
             max_payload_bytes=self.max_payload_bytes,
             max_jobs_per_enqueue=self.max_jobs_per_enqueue,
+            max_workflow_jobs=self.max_workflow_jobs,
             max_name_length=self.max_name_length,
             max_prefetch=self.max_prefetch,
             max_streams=self.max_streams,

@@ -82,6 +82,9 @@ class Workflows:
         last = outbox.last_seq(self.store)
         self.flows.next_seq = last + 1
         self.flows.durable_seq = last
+        first = self.store.scan(Family.DATA, *keys.outbox_range())
+        waiting = next(first, None)
+        self.flows.trimmed_seq = keys.id_suffix(waiting[0]) - 1 if waiting else last
         batch = self.store.last_key(Family.DATA, *keys.batch_range())
         if batch is not None:  # a batch's id is never given again
             self.flows.ids.last = max(self.flows.ids.last, keys.id_suffix(batch))
@@ -143,4 +146,5 @@ class Workflows:
 
     async def trim(self, upto: int) -> int:
         dropped: int = await self._submit(TrimOutbox(upto))
+        self.flows.trimmed_seq = max(self.flows.trimmed_seq, upto)
         return dropped

@@ -92,6 +92,7 @@ def shard_families(engine: Engine, workers: dict[str, int]) -> list[Metric]:
         wait.add_metric([queue], [(b, float(n)) for b, n in histogram.buckets()], histogram.sum)
     families.append(wait)
 
+    families += _workflow_families(engine)
     stats = engine.store.stats()
     families.append(
         GaugeMetricFamily(
@@ -109,6 +110,33 @@ def shard_families(engine: Engine, workers: dict[str, int]) -> list[Metric]:
     if cluster is not None:
         families += cluster()
     return families
+
+
+_WORKFLOW_HELP = {
+    "workflows_started": "Workflows started here (EnqueueWorkflow).",
+    "batches_opened": "Batches opened here (a group step started).",
+    "jobs_created": "Workflow jobs made here (steps, members, callbacks).",
+    "callbacks_fired": "Batch callbacks started (on_success, on_complete, the step after a group).",
+    "events_counted": "Batch members that changed state here (completed, dead, ... or pending again).",
+    "outbox_entries": "Entries written for other shards (jobs to make, members' new states).",
+    "inbox_applied": "Entries from other shards applied here (each once).",
+    "inputs_too_large": "Steps after a group not started: its results were too large to hand on.",
+}
+
+
+def _workflow_families(engine: Engine) -> list[Metric]:
+    stats = engine.flows.stats
+    counter = CounterMetricFamily(
+        "pyqueue_workflow_events", "What workflows did on this shard (docs/workflows.md).", labels=["event"]
+    )
+    for event in _WORKFLOW_HELP:
+        counter.add_metric([event], stats.get(event, 0))
+    backlog = GaugeMetricFamily(
+        "pyqueue_workflow_outbox_waiting",
+        "Entries for other shards written here and not yet applied there (the relay's backlog).",
+        value=max(engine.flows.next_seq - 1 - engine.flows.trimmed_seq, 0),
+    )
+    return [counter, backlog]
 
 
 def _histogram(name: str, documentation: str, histogram: Histogram) -> HistogramMetricFamily:

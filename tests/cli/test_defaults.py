@@ -26,6 +26,7 @@ SERVE: dict[str, Any] = {
     "min_free_bytes": server.min_free_bytes,
     "max_payload_bytes": limits.max_payload_bytes,
     "max_jobs_per_enqueue": limits.max_jobs_per_enqueue,
+    "max_workflow_jobs": limits.max_workflow_jobs,
     "max_name_length": limits.max_name_length,
     "max_prefetch": limits.max_prefetch,
     "max_streams": limits.max_streams,

@@ -24,6 +24,7 @@ class Flows:
     max_input_bytes: int = 1 << 20  # what one job hands on to the next (a result, the results of a group)
     next_seq: int = 1  # the next outbox entry's sequence (set from the store at start)
     durable_seq: int = 0  # entries up to here are on disk: only they may leave the shard
+    trimmed_seq: int = 0  # entries up to here were applied where they went, and dropped here
     stats: dict[str, int] = field(default_factory=dict)
     _written: asyncio.Event | None = None
 
