@@ -243,7 +243,6 @@ class BoundJob(Generic[P, R]):
     async def enqueue_many_async(self, calls: Iterable[Any]) -> list[Job]:
         return await self.function.app.async_client().enqueue_many(self._specs(calls))
 
-
     def s(self, *args: Any, **kwargs: Any) -> Task:
         return self.function._task(self.opts, args, kwargs, fresh=False)
 

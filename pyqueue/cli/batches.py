@@ -69,7 +69,9 @@ def batches(ctx: click.Context, limit: int, as_json: bool) -> None:
 @click.command()
 @click.argument("batch_id", type=int)
 @click.option("--cancel", is_flag=True, help="Cancel what has not run of the batch's workflow.")
-@click.option("--retry", is_flag=True, help="Retry the workflow's dead jobs; callbacks not fired yet fire once.")
+@click.option(
+    "--retry", is_flag=True, help="Retry the workflow's dead jobs; callbacks not fired yet fire once."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def batch(ctx: click.Context, batch_id: int, cancel: bool, retry: bool, as_json: bool) -> None:
@@ -89,8 +91,12 @@ def batch(ctx: click.Context, batch_id: int, cancel: bool, retry: bool, as_json:
         click.echo(json.dumps(_as_json(info), indent=2))
         return
     Console().print(fit_table(COLUMNS, [_row(info)]))
-    click.echo(f"workflow {info.workflow_id}; finished {_when(info.finished_at)}; kept until {_when(info.expires_at)}")
+    click.echo(
+        f"workflow {info.workflow_id}; finished {_when(info.finished_at)}; kept until {_when(info.expires_at)}"
+    )
     if info.problem:
         click.echo(f"problem: {info.problem}")
     if info.dead_jobs:
-        click.echo("dead jobs: " + " ".join(map(str, info.dead_jobs)) + f" (pyqueue batch {batch_id} --retry)")
+        click.echo(
+            "dead jobs: " + " ".join(map(str, info.dead_jobs)) + f" (pyqueue batch {batch_id} --retry)"
+        )

@@ -20,9 +20,9 @@ from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
-from pyqueue.client.workflows import BatchInfo, StepLike, WorkflowRun
 from pyqueue.client.spec import JobOptions, new_job_message
 from pyqueue.client.steering import ChangeResult, CronInfo, QueueInfo, WorkerInfo
+from pyqueue.client.workflows import BatchInfo, StepLike, WorkflowRun
 from pyqueue.errors import FailedPrecondition, Unavailable, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc

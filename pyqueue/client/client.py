@@ -19,7 +19,6 @@ from pyqueue.client.history import History
 from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
-from pyqueue.client.workflows import BatchInfo, StepLike, WorkflowRun
 from pyqueue.client.spec import JobOptions, new_job_message
 from pyqueue.client.steering import (
     ChangeResult,
@@ -28,6 +27,7 @@ from pyqueue.client.steering import (
     WorkerInfo,
 )
 from pyqueue.client.take import MultiTakeStream, TakeStream
+from pyqueue.client.workflows import BatchInfo, StepLike, WorkflowRun
 from pyqueue.errors import (
     FailedPrecondition,
     Unavailable,

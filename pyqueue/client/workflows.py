@@ -7,7 +7,7 @@ conversion to the wire."""
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from pyqueue.client.spec import _seconds_ms, new_job_message
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pyqueue.client.aio import AsyncClient
     from pyqueue.client.client import Client
 
-StepLike = Union["Task", "Chain", "Group", Mapping[str, Any]]
+StepLike = Union["Step", Mapping[str, Any]]  # a Task, Chain or Group, or a job spec
 
 
 class Origin(Protocol):
@@ -202,7 +202,7 @@ class WorkflowRun:
 
 
 def _time(ms: int) -> datetime | None:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc) if ms else None
+    return datetime.fromtimestamp(ms / 1000, UTC) if ms else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,14 @@ from pyqueue.engine.flows import outbox
 from pyqueue.engine.flows.batches import STATES
 from pyqueue.engine.flows.context import Flows
 from pyqueue.engine.flows.plan import JobStep, Step, check_plan
-from pyqueue.engine.flows.requests import AddToBatch, ApplyInbox, CancelFlow, RetryFlow, StartWorkflow, TrimOutbox
+from pyqueue.engine.flows.requests import (
+    AddToBatch,
+    ApplyInbox,
+    CancelFlow,
+    RetryFlow,
+    StartWorkflow,
+    TrimOutbox,
+)
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Outcome
 from pyqueue.engine.retry import RetryPolicy

@@ -11,13 +11,13 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 from pyqueue.engine.services.base import Service
 from pyqueue.server.auth import METADATA_KEY, relay_token
 from pyqueue.v1 import queue_pb2 as pb
-from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class ShardRelay(Service):
     def __init__(
         self,
         source: int,
-        stub_of: Callable[[int], pb_grpc.QueueStub],
+        stub_of: Callable[[int], Any],  # an aio QueueStub: the router's, to each shard
         metadata: Sequence[tuple[str, str]] = (),
         config: RelayConfig = RelayConfig(),
     ) -> None:
@@ -87,7 +87,9 @@ class ShardRelay(Service):
         # A shard restarting or a node taking over: expected, and retried; said once a streak.
         self._failures += 1
         if self._failures == 1 or self._failures % 120 == 0:
-            what = f"{exc.code().name}: {exc.details()}" if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
+            what = (
+                f"{exc.code().name}: {exc.details()}" if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
+            )
             self.log.warning(
                 "carrying shard %d's workflow entries failed (%s); trying again (%d in a row)",
                 self.source,
@@ -96,9 +98,16 @@ class ShardRelay(Service):
             )
 
 
-def relays(shards: int, stub_of: Callable[[int], pb_grpc.QueueStub], auth_file: Path | None) -> list[ShardRelay]:
-    """One relay per shard of a sharded server (a lone server has no one to carry to)."""
+def start_relays(shards: int, stub_of: Callable[[int], Any], auth_file: Path | None) -> list[ShardRelay]:
+    """One relay per shard of a sharded server, started (a lone server has no one to carry to)."""
     if shards < 2:
         return []
     metadata = [(METADATA_KEY, f"Bearer {relay_token(auth_file)}")] if auth_file is not None else []
-    return [ShardRelay(shard, stub_of, metadata) for shard in range(shards)]
+    started = [ShardRelay(shard, stub_of, metadata) for shard in range(shards)]
+    for relay in started:
+        relay.start()
+    return started
+
+
+async def stop_relays(started: list[ShardRelay]) -> None:
+    await asyncio.gather(*(relay.stop() for relay in started))

@@ -121,17 +121,15 @@ class Guard:
             who.require_everywhere("read", "the server's metrics span")
         elif method == "Backup":
             who.require_everywhere("admin", "a backup copies")
-        elif method == "EnqueueWorkflow":
-            who.require("produce", {s.job.queue or "default" for s in request.steps if s.HasField("job")})
-        elif method == "AddToBatch":
-            who.require("produce", {job.queue or "default" for job in request.jobs})
-        elif method in ("CancelWorkflow", "RetryWorkflow"):
-            who.require_everywhere("admin", "a workflow's jobs span queues, and changing them")
-        elif method in RELAY:
-            who.require_everywhere("relay", "only the server's relay between shards calls")
-        elif method in ("ListQueues", "ListCron", "ListWorkers", "GetBatch", "ListBatches") and not who.may_somewhere(
-            "read"
-        ):
+        elif method in _WORKFLOWS:
+            _check_workflow(method, request, who)
+        elif method in (
+            "ListQueues",
+            "ListCron",
+            "ListWorkers",
+            "GetBatch",
+            "ListBatches",
+        ) and not who.may_somewhere("read"):
             who.require("read", ["*"])
         # GetTopology: any known token (clients need the map to route). Take and EnqueueStream
         # are checked per message (check_subscribe, Enqueue).
@@ -168,6 +166,20 @@ class Guard:
             shown = [w for w in response.workers if any(who.may("read", q) for q in w.queues)]
             del response.workers[:]
             response.workers.extend(shown)
+
+
+_WORKFLOWS = frozenset({"EnqueueWorkflow", "AddToBatch", "CancelWorkflow", "RetryWorkflow"}) | RELAY
+
+
+def _check_workflow(method: str, request: Any, who: Principal) -> None:
+    if method == "EnqueueWorkflow":
+        who.require("produce", {s.job.queue or "default" for s in request.steps if s.HasField("job")})
+    elif method == "AddToBatch":
+        who.require("produce", {job.queue or "default" for job in request.jobs})
+    elif method in RELAY:
+        who.require_everywhere("relay", "only the server's relay between shards calls")
+    else:  # CancelWorkflow, RetryWorkflow
+        who.require_everywhere("admin", "a workflow's jobs span queues, and changing them")
 
 
 def outcome_of(response: Any) -> str:

@@ -3,7 +3,9 @@ first queue, a batch's calls go to its home (its id carries it), listings and ch
 shard."""
 
 import heapq
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
+
+import grpc
 
 from pyqueue.cluster import Topology, shard_of_job
 from pyqueue.server.status import Context, answered
@@ -17,7 +19,9 @@ class RouterWorkflowCalls:
 
         async def _forward(self, shard: int, method: str, request: Any, context: Context) -> Any: ...
 
-        async def _fan_out(self, shards: list[int], method: str, request: Any, context: Context) -> list[Any]: ...
+        async def _fan_out(
+            self, shards: list[int], method: str, request: Any, context: Context
+        ) -> list[Any]: ...
 
     def _home(self, batch_id: int) -> int:
         shard = shard_of_job(batch_id)
@@ -29,12 +33,15 @@ class RouterWorkflowCalls:
     ) -> pb.EnqueueWorkflowResponse:
         queues = [s.job.queue for s in request.steps if s.HasField("job")]
         shard = self.topology.shard_of_queue(queues[0]) if queues else 0
-        return cast(pb.EnqueueWorkflowResponse, await self._forward(shard, "EnqueueWorkflow", request, context))
+        return cast(
+            pb.EnqueueWorkflowResponse, await self._forward(shard, "EnqueueWorkflow", request, context)
+        )
 
     @answered
     async def AddToBatch(self, request: pb.AddToBatchRequest, context: Context) -> pb.AddToBatchResponse:
         return cast(
-            pb.AddToBatchResponse, await self._forward(self._home(request.batch_id), "AddToBatch", request, context)
+            pb.AddToBatchResponse,
+            await self._forward(self._home(request.batch_id), "AddToBatch", request, context),
         )
 
     @answered
@@ -55,7 +62,23 @@ class RouterWorkflowCalls:
     async def RetryWorkflow(self, request: pb.WorkflowRequest, context: Context) -> pb.ChangeResponse:
         return await self._everywhere("RetryWorkflow", request, context)
 
-    async def _everywhere(self, method: str, request: pb.WorkflowRequest, context: Context) -> pb.ChangeResponse:
+    # Shard to shard only: the supervisor's relay calls each shard itself (server/relay.py).
+    async def PullOutbox(self, request: pb.PullOutboxRequest, context: Context) -> pb.PullOutboxResponse:
+        await self._shards_only(context)
+
+    async def ApplyInbox(self, request: pb.ApplyInboxRequest, context: Context) -> pb.ApplyInboxResponse:
+        await self._shards_only(context)
+
+    async def TrimOutbox(self, request: pb.TrimOutboxRequest, context: Context) -> pb.TrimOutboxResponse:
+        await self._shards_only(context)
+
+    async def _shards_only(self, context: Context) -> NoReturn:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "shards answer this call, not the public address")
+        raise AssertionError("abort raises")
+
+    async def _everywhere(
+        self, method: str, request: pb.WorkflowRequest, context: Context
+    ) -> pb.ChangeResponse:
         answers = await self._fan_out(list(range(self.topology.shards)), method, request, context)
         return pb.ChangeResponse(
             changed=[i for a in answers for i in a.changed], rejected=[r for a in answers for r in a.rejected]

@@ -13,13 +13,13 @@ from pyqueue.server import backup, history, metrics
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import (
     change_response,
-    new_job,
     changes_from_pb,
     cron_to_pb,
     enqueue_refusal,
     error_to_pb,
     filter_from_pb,
     job_to_pb,
+    new_job,
     queue_info,
 )
 from pyqueue.server.rights import FORWARDED_FOR

@@ -32,8 +32,8 @@ from pyqueue.server.app import advertised, dialable, start_grpc
 from pyqueue.server.auth import Authority
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.http import HttpEndpoint
+from pyqueue.server.relay import start_relays, stop_relays
 from pyqueue.server.rights import Guard
-from pyqueue.server.relay import relays
 from pyqueue.server.router import Router
 from pyqueue.server.shutdown import CallsInHand, stop_server
 from pyqueue.store.rocks import missing_store
@@ -349,9 +349,7 @@ async def supervise(
         loop.add_signal_handler(sig, stop.set)
     router = Router(topology, [p.dial for p in processes], config.max_message_bytes)
     following = await _follow_owners(nodes, router) if nodes is not None else None
-    carriers = relays(shards, lambda shard: router.stubs[shard], config.auth_file)
-    for carrier in carriers:
-        carrier.start()
+    carriers = start_relays(shards, lambda shard: router.stubs[shard], config.auth_file)
     authority = Authority.load(config.auth_file) if config.auth_file else None
     calls = CallsInHand()
     server, _, address, internal = await start_grpc(
@@ -422,8 +420,7 @@ async def supervise(
     log.info("shutting down: stopping the public address, then every shard")
     aside.cancel()
     await stop_server(public[0], calls, grace_s, router.end_streams)
-    for carrier in carriers:
-        await carrier.stop()
+    await stop_relays(carriers)
     await router.close()
     await asyncio.gather(*(loop.run_in_executor(None, p.stop, grace_s + 5) for p in processes))
     if nodes is not None and following is not None:

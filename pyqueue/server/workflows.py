@@ -64,10 +64,16 @@ class Plan:
     def group(self, i: int, s: pb.Step, path: frozenset[int]) -> GroupStep:
         if s.HasField("job"):
             raise InvalidArgument(f"step {i} is both a job and a group: set one")
-        members = [self.job_step(m, f"member {k} of step {i}", path, alone=True) for k, m in enumerate(s.members)]
+        members = [
+            self.job_step(m, f"member {k} of step {i}", path, alone=True) for k, m in enumerate(s.members)
+        ]
         group: GroupStep = {"members": members, "name": s.name}
-        group["on_success"] = self.job_step(s.on_success, f"step {i}'s on_success", path) if s.on_success else None
-        group["on_complete"] = self.job_step(s.on_complete, f"step {i}'s on_complete", path) if s.on_complete else None
+        group["on_success"] = (
+            self.job_step(s.on_success, f"step {i}'s on_success", path) if s.on_success else None
+        )
+        group["on_complete"] = (
+            self.job_step(s.on_complete, f"step {i}'s on_complete", path) if s.on_complete else None
+        )
         group["next"] = self.ref(s.next, f"step {i}'s next", path)
         group["keep_ms"] = s.keep_ms if s.HasField("keep_ms") else None
         return group
@@ -125,7 +131,8 @@ class WorkflowCalls:
             if not request.jobs:
                 raise InvalidArgument("the request holds no jobs")
             members: list[JobStep] = [
-                {"job": job_to_dict(new_job(self.engine, i, j, relative=True))} for i, j in enumerate(request.jobs)
+                {"job": job_to_dict(new_job(self.engine, i, j, relative=True))}
+                for i, j in enumerate(request.jobs)
             ]
             indexes = await self.engine.workflows.add(request.batch_id, members)
         except EngineError as exc:
@@ -156,7 +163,9 @@ class WorkflowCalls:
     @answered
     async def PullOutbox(self, request: pb.PullOutboxRequest, context: Context) -> pb.PullOutboxResponse:
         wait_s = min(request.wait_ms, MAX_PULL_WAIT_MS) / 1000
-        entries = await self.engine.workflows.pull(request.after, min(request.limit or MAX_PULL, MAX_PULL), wait_s)
+        entries = await self.engine.workflows.pull(
+            request.after, min(request.limit or MAX_PULL, MAX_PULL), wait_s
+        )
         return pb.PullOutboxResponse(entries=[pb.OutboxEntry(seq=s, to=t, entry=e) for s, t, e in entries])
 
     @answered

@@ -1,8 +1,6 @@
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness import ServerProcess
@@ -29,7 +27,3 @@ def flows(sharded: ServerProcess, tmp_path: Path) -> Iterator[pyqueue.App]:
     flow_app.BROKEN.add("bad.jpg")
     yield flow_app.app
     flow_app.app.close()
-
-
-def ran() -> list[list[Any]]:
-    return [json.loads(line) for line in flow_app.LOG.read_text().splitlines()]

@@ -11,6 +11,11 @@ LOG = Path("/dev/null")
 BROKEN = {"bad.jpg"}  # images resize cannot read (a test mends one by removing it)
 
 
+def ran() -> list[list[Any]]:
+    """What ran, in order: [name, *arguments] each."""
+    return [json.loads(line) for line in LOG.read_text().splitlines()]
+
+
 def record(name: str, *args: Any) -> None:
     with LOG.open("a") as f:
         f.write(json.dumps([name, *args]) + "\n")

@@ -4,10 +4,9 @@ and `drain`: each step is handed what the one before gave, across shards, once."
 import time
 from typing import Any
 
-import pytest
 import flow_app
-from conftest import ran
-from flow_app import build_album, celebrate, publish, report, resize
+import pytest
+from flow_app import build_album, celebrate, publish, ran, report, resize
 
 import pyqueue
 from pyqueue.testing import drain

@@ -24,7 +24,9 @@ def _dump(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def launch(view: BatchView, writes: Writes, flows: Flows, step: Step, flow_id: int, given: str | None) -> None:
+def launch(
+    view: BatchView, writes: Writes, flows: Flows, step: Step, flow_id: int, given: str | None
+) -> None:
     """Start `step` of workflow `flow_id`, handing it `given` (JSON text) unless it wants none."""
     if "job" in step:
         launch_job(view, writes, flows, step, {"w": flow_id}, given)

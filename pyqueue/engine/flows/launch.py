@@ -1,10 +1,9 @@
 """Starting a job step inside a write: its job on the shard of its queue, here or through the
 outbox. (A group step opens a batch: batches.py.)"""
 
+import json
 from dataclasses import replace
 from typing import Any, Protocol
-
-import json
 
 from pyqueue.engine.flows import outbox
 from pyqueue.engine.flows.context import Flows

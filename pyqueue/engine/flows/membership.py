@@ -22,7 +22,9 @@ def _flow(view: BatchView, record: JobRecord) -> tuple[Flows, dict[str, Any]] | 
     return None if not flow else (view.flows, flow)
 
 
-def job_ended(view: BatchView, writes: Writes, record: JobRecord, status: Status, result: bytes | None) -> None:
+def job_ended(
+    view: BatchView, writes: Writes, record: JobRecord, status: Status, result: bytes | None
+) -> None:
     found = _flow(view, record)
     if found is None:
         return
@@ -58,7 +60,13 @@ def passes_result(record: JobRecord) -> bool:
 
 
 def tell_batch(
-    view: BatchView, writes: Writes, flows: Flows, flow: dict[str, Any], state: str, job_id: int, result: str | None
+    view: BatchView,
+    writes: Writes,
+    flows: Flows,
+    flow: dict[str, Any],
+    state: str,
+    job_id: int,
+    result: str | None,
 ) -> None:
     batch_id, index = flow["b"], flow["i"]
     home = flows.home_of(batch_id)

@@ -13,12 +13,13 @@ hands it to its job, unless it is `fresh` (Celery's immutable signature). NEW_JO
 
 import base64
 import dataclasses
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, final
 
 from pyqueue.engine.errors import InvalidArgument, ResourceExhausted
 from pyqueue.engine.model import NewJob
 
 
+@final
 class JobStep(TypedDict):
     job: dict[str, Any]
     delay_ms: NotRequired[int]
@@ -26,6 +27,7 @@ class JobStep(TypedDict):
     next: NotRequired["Step | None"]
 
 
+@final
 class GroupStep(TypedDict):
     members: list[JobStep]
     on_success: NotRequired[JobStep | None]
@@ -92,5 +94,7 @@ def check_plan(step: Step, max_jobs: int) -> int:
         )
     for job in jobs:
         if job["unique_key"]:
-            raise InvalidArgument("a workflow's jobs cannot have a unique key: make the workflow's first job unique")
+            raise InvalidArgument(
+                "a workflow's jobs cannot have a unique key: make the workflow's first job unique"
+            )
     return len(jobs)

@@ -66,7 +66,9 @@ class ApplyInbox(Transitions):
     """Another shard's outbox entries, in order; those applied before are skipped. Result: the
     number applied now."""
 
-    def __init__(self, source: int, entries: Sequence[tuple[int, bytes]], flows: Flows, memory: Memory) -> None:
+    def __init__(
+        self, source: int, entries: Sequence[tuple[int, bytes]], flows: Flows, memory: Memory
+    ) -> None:
         super().__init__(memory)
         self.source = source
         self.entries = entries

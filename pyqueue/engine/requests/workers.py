@@ -166,7 +166,6 @@ class Ack(Transitions):
             outcome.done.append((job_id, Status.COMPLETED))
         self.result = outcome
 
-
     def _too_large_to_hand_on(
         self, view: BatchView, record: JobRecord, result: bytes | None, policy: RetryPolicy
     ) -> bool:

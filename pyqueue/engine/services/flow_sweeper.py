@@ -19,7 +19,9 @@ class SweeperConfig:
 class FlowSweeper(Service):
     name = "flow-sweeper"
 
-    def __init__(self, submit: Callable[[Any], Awaitable[Any]], config: SweeperConfig = SweeperConfig()) -> None:
+    def __init__(
+        self, submit: Callable[[Any], Awaitable[Any]], config: SweeperConfig = SweeperConfig()
+    ) -> None:
         super().__init__()
         self._submit = submit
         self.config = config

@@ -2,15 +2,16 @@
 each counted once however often the relay carries it."""
 
 import json
+from typing import Any
 
-from conftest import job, relay, take
+from flow_engine import job, relay, take
 
 from pyqueue.engine import Engine
 
 
 async def test_members_on_another_shard_are_made_there_and_counted_at_home(two: list[Engine]) -> None:
     home, other = two
-    group = {
+    group: Any = {
         "members": [{"job": job(home, "a")}, {"job": job(home, "bee")}, {"job": job(home, "bee")}],
         "next": {"job": job(home, "album")},
     }
@@ -39,7 +40,7 @@ async def test_members_on_another_shard_are_made_there_and_counted_at_home(two: 
 
 async def test_a_chain_crosses_shards_and_back(two: list[Engine]) -> None:
     zero, one = two
-    step = {"job": job(zero, "a"), "next": {"job": job(zero, "bee"), "next": {"job": job(zero, "c")}}}
+    step: Any = {"job": job(zero, "a"), "next": {"job": job(zero, "bee"), "next": {"job": job(zero, "c")}}}
     await zero.workflows.start(step)
     (a,) = await take(zero, "a")
     await zero.ack([(a.record.id, a.record.lease)], {a.record.id: b"1"})

@@ -2,8 +2,9 @@
 each callback once, dead jobs stop a chain until retried."""
 
 import json
+from typing import Any
 
-from conftest import job, take
+from flow_engine import job, take
 
 from pyqueue.engine import Engine
 from pyqueue.engine.model import Failure
@@ -18,8 +19,11 @@ def given(view: object) -> object:
 
 
 async def test_a_chain_runs_its_steps_in_order_each_given_the_last_result(engine: Engine) -> None:
-    step = {"job": job(engine, "a"), "next": {"job": job(engine, "b"), "next": {"job": job(engine, "c")}}}
-    flow_id, batch_id, first = await engine.workflows.start(step)
+    step: Any = {
+        "job": job(engine, "a"),
+        "next": {"job": job(engine, "b"), "next": {"job": job(engine, "c")}},
+    }
+    _, batch_id, first = await engine.workflows.start(step)
     assert batch_id == 0 and first
     (a,) = await take(engine, "a")
     assert a.record.id == first and given(a) is None
@@ -33,7 +37,7 @@ async def test_a_chain_runs_its_steps_in_order_each_given_the_last_result(engine
 
 
 async def test_a_dead_step_stops_its_chain_and_a_retry_takes_it_up(engine: Engine) -> None:
-    step = {"job": job(engine, "a"), "next": {"job": job(engine, "b")}}
+    step: Any = {"job": job(engine, "a"), "next": {"job": job(engine, "b")}}
     flow_id, _, _ = await engine.workflows.start(step)
     (a,) = await take(engine, "a")
     await engine.fail([(Failure(a.record.id, "boom"), a.record.lease)])
@@ -47,8 +51,10 @@ async def test_a_dead_step_stops_its_chain_and_a_retry_takes_it_up(engine: Engin
     assert given(b) == 7
 
 
-async def test_a_batch_fires_on_complete_with_its_dead_jobs_then_on_success_after_a_retry(engine: Engine) -> None:
-    group = {
+async def test_a_batch_fires_on_complete_with_its_dead_jobs_then_on_success_after_a_retry(
+    engine: Engine,
+) -> None:
+    group: Any = {
         "members": [{"job": job(engine, "m")} for _ in range(3)],
         "on_complete": {"job": job(engine, "done")},
         "on_success": {"job": job(engine, "ok")},
@@ -88,7 +94,10 @@ async def test_a_batch_fires_on_complete_with_its_dead_jobs_then_on_success_afte
 async def test_a_member_deleted_by_hand_finishes_its_batch_and_says_so(engine: Engine) -> None:
     from pyqueue.engine.query import JobFilter
 
-    group = {"members": [{"job": job(engine, "m")} for _ in range(2)], "on_complete": {"job": job(engine, "done")}}
+    group: Any = {
+        "members": [{"job": job(engine, "m")} for _ in range(2)],
+        "on_complete": {"job": job(engine, "done")},
+    }
     _, batch_id, _ = await engine.workflows.start(group)
     (one, other) = await take(engine, "m", 2)
     await engine.ack([(one.record.id, one.record.lease)])
@@ -100,7 +109,10 @@ async def test_a_member_deleted_by_hand_finishes_its_batch_and_says_so(engine: E
 
 
 async def test_cancelling_a_workflow_cancels_what_has_not_run_and_fires_nothing(engine: Engine) -> None:
-    group = {"members": [{"job": job(engine, "m")} for _ in range(3)], "on_complete": {"job": job(engine, "done")}}
+    group: Any = {
+        "members": [{"job": job(engine, "m")} for _ in range(3)],
+        "on_complete": {"job": job(engine, "done")},
+    }
     flow_id, batch_id, _ = await engine.workflows.start(group)
     (running,) = await take(engine, "m")
     await engine.workflows.cancel(flow_id)
@@ -113,7 +125,7 @@ async def test_cancelling_a_workflow_cancels_what_has_not_run_and_fires_nothing(
 
 
 async def test_an_empty_group_fires_at_once(engine: Engine) -> None:
-    group = {"members": [], "on_success": {"job": job(engine, "ok")}}
+    group: Any = {"members": [], "on_success": {"job": job(engine, "ok")}}
     await engine.workflows.start(group)
     (ok,) = await take(engine, "ok")
     assert given(ok)["total"] == 0  # type: ignore[index]
