@@ -126,6 +126,13 @@ class JobFunction(Generic[P, R]):
             raise TypeError(f"{self.name}: the arguments must be JSON-serialisable ({exc})") from None
         return payload
 
+    def fold(self, item: Any, *, key: str, max_items: int | None = None) -> Job:
+        """Add `item` (JSON) to the waiting job of this function with the fold key `key`, or start
+        one: the function is called once with the list of items folded into it. The job keeps its
+        place while it waits (with `.options(delay=60)`, one job a minute at most). At most
+        `max_items` (default 1000) join one job."""
+        return BoundJob(self, self.defaults).fold(item, key=key, max_items=max_items)
+
     def s(self, *args: Any, **kwargs: Any) -> Task:
         """This call as a workflow step (Celery's signature). A step after another is handed what
         that one gave as its first argument: give the rest here. Checked against the signature
@@ -242,6 +249,16 @@ class BoundJob(Generic[P, R]):
 
     async def enqueue_many_async(self, calls: Iterable[Any]) -> list[Job]:
         return await self.function.app.async_client().enqueue_many(self._specs(calls))
+
+    def fold(self, item: Any, *, key: str, max_items: int | None = None) -> Job:
+        f = self.function
+        f.enqueuing()
+        f._bind([[item]], {})  # called with the list of items
+        spec = self.opts.spec(f.name, {"args": [], "kwargs": {}})
+        spec["payload"] = item
+        spec["fold_key"] = key
+        spec["fold_max"] = max_items
+        return f.app.client.enqueue(**spec)
 
     def s(self, *args: Any, **kwargs: Any) -> Task:
         return self.function._task(self.opts, args, kwargs, fresh=False)

@@ -190,6 +190,8 @@ def add_to_batch(batch_id: int, jobs: Iterable[StepLike]) -> Call[list[int]]:
         step = as_step(job)
         if not isinstance(step, Task):
             raise TypeError("only jobs are added to a batch")
+        if step.check is not None:
+            step.check(False)
         messages.append(new_job_message(step.spec))
     request = pb.AddToBatchRequest(batch_id=batch_id, jobs=messages)
     return Call("AddToBatch", request, lambda answer: list(answer.indexes), job_id=batch_id)

@@ -95,6 +95,7 @@ class Job:
     batch_id: int = 0  # and its batch, when it is a member of one
     input: Any = None  # what the step before handed it (when has_input)
     has_input: bool = False
+    folded: bool = False  # its payload is the list of payloads folded into it (fold_key)
     _result: bytes = field(default=b"", repr=False, compare=False)  # completed: the result, JSON
     _client: WaitsForResults | None = field(default=None, repr=False, compare=False)
     _stream: Settles | None = field(default=None, repr=False, compare=False)
@@ -137,6 +138,7 @@ class Job:
             batch_id=message.batch_id,
             input=json.loads(message.input) if message.has_input else None,
             has_input=message.has_input,
+            folded=message.folded,
             _result=message.result,
             _stream=stream,
         )

@@ -44,6 +44,7 @@ from pyqueue.engine.model import (
 )
 from pyqueue.engine.payloads import payload_problem
 from pyqueue.engine.queue_limits import QueueLimit
+from pyqueue.engine.requests.producers import check_fold
 from pyqueue.engine.retry import JobOptions
 from pyqueue.engine.services import (
     AlarmClock,
@@ -246,6 +247,8 @@ class Engine:
         keep_result_ms: int | None = None,
         limit_key: str = "",
         unique_in_queue: bool = False,
+        fold_key: str = "",
+        fold_max: int = 0,
     ) -> NewJob:
         """Validate one job of an enqueue request against the limits. Every enqueued job passes
         here: the checks of fields left at 0 or None (in every range) are skipped."""
@@ -285,6 +288,8 @@ class Engine:
             limits.check_headers(index, headers)
         if limit_key:
             limits.check_limit_key(index, limit_key)
+        if fold_key or fold_max:
+            fold_max = check_fold(index, fold_key, fold_max, content_type, unique_key)
         options = b""
         if backoff is not None or keep_completed_ms is not None or headers or keep_result_ms is not None:
             options = JobOptions(backoff, keep_completed_ms, headers or None, keep_result_ms).encode()
@@ -301,6 +306,8 @@ class Engine:
             unique_key=unique_key,
             unique_scope=unique_scope,
             limit_key=limit_key,
+            fold_key=fold_key,
+            fold_max=fold_max,
         )
 
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
@@ -308,7 +315,9 @@ class Engine:
         self.check_batch(len(jobs))
         self.disk.check()
         started = time.perf_counter()
-        created: list[tuple[int, bool]] = await self._submit(requests.Enqueue(jobs, self.ids, self.memory))
+        created: list[tuple[int, bool]] = await self._submit(
+            requests.Enqueue(jobs, self.ids, self.memory, self.config.limits.max_payload_bytes)
+        )
         self.telemetry.enqueue_seconds.observe(time.perf_counter() - started)
         self.stats["enqueued"] += sum(1 for _, duplicate in created if not duplicate)
         return created

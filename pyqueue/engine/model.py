@@ -41,6 +41,8 @@ class NewJob:
     unique_key: str = ""
     unique_scope: int = 0  # UniqueScope
     limit_key: str = ""  # counts under this key against its queue's per-key cap
+    fold_key: str = ""  # joins the waiting job of its queue with this key (engine/requests/producers.py)
+    fold_max: int = 0  # payloads one folded job collects
 
 
 _IN_QUEUE = "\x1f"  # a unit separator: never in a (printable) unique key, nor in a queue name

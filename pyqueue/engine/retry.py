@@ -66,6 +66,9 @@ class JobOptions:
     # The job's place in a workflow (engine/flows/membership.py): its workflow, its batch and
     # index there, the step after it, and what it is given from the steps before it.
     flow: dict[str, Any] | None = None
+    # A folded job (requests/producers.py): its fold key "k", the most payloads "m", and how many
+    # it holds "n".
+    fold: dict[str, Any] | None = None
 
     def encode(self) -> bytes:
         data: dict[str, object] = {}
@@ -81,6 +84,8 @@ class JobOptions:
             data["cancelled"] = True
         if self.flow:
             data["flow"] = self.flow
+        if self.fold:
+            data["fold"] = self.fold
         return json.dumps(data, separators=(",", ":")).encode() if data else b""
 
     @classmethod
@@ -96,6 +101,7 @@ class JobOptions:
             data.get("keep_result_ms"),
             data.get("cancelled", False),
             data.get("flow"),
+            data.get("fold"),
         )
 
 

@@ -166,6 +166,11 @@ class BatchView:
                 delete_data(keys.result_key(record.id))
             if options.flow:
                 delete_index(keys.flow_job_key(options.flow["w"], record.id))
+            if (
+                options.fold
+                and self.get_meta(keys.fold_key(record.queue, options.fold["k"])) == str(record.id).encode()
+            ):
+                self.put_meta(keys.fold_key(record.queue, options.fold["k"]), None)
         if record.errors:
             for attempt in range(1, record.attempts + 1):
                 delete_data(keys.error_key(record.id, attempt))

@@ -60,6 +60,7 @@ def job_to_pb(view: JobView, make: Callable[..., pb.Job] = pb.Job) -> pb.Job:
         message.wants_result = options.keep_result_ms is not None
         if options.flow:
             _flow_fields(message, options.flow)
+        message.folded = bool(options.fold)
     if view.result is not None:
         if view.result.startswith(RESULT_NOT_KEPT):
             message.result_problem = view.result[len(RESULT_NOT_KEPT) :].decode(errors="replace")
@@ -254,4 +255,6 @@ def new_job(engine: Engine, index: int, job: pb.NewJob, relative: bool = False) 
         headers=dict(job.headers) if job.headers else None,
         limit_key=job.limit_key,
         unique_in_queue=job.unique_in_queue,
+        fold_key=job.fold_key,
+        fold_max=job.fold_max,
     )

@@ -194,3 +194,8 @@ def flow_expiry_range(until_ms: int) -> tuple[bytes, bytes]:
 
 def split_flow_expiry(key: bytes) -> tuple[int, bytes, int]:
     return int(_ID.unpack_from(key, 2)[0]), key[10:11], int(_ID.unpack_from(key, 11)[0])
+
+
+def fold_key(queue: str, key: str) -> bytes:
+    """The waiting job of `queue` that payloads with the fold key `key` join."""
+    return _name(b"Wf", queue) + key.encode()

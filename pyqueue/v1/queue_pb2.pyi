@@ -234,6 +234,8 @@ class NewJob(_message.Message):
     KEEP_RESULT_MS_FIELD_NUMBER: _builtins.int
     LIMIT_KEY_FIELD_NUMBER: _builtins.int
     UNIQUE_IN_QUEUE_FIELD_NUMBER: _builtins.int
+    FOLD_KEY_FIELD_NUMBER: _builtins.int
+    FOLD_MAX_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     queue: _builtins.str
     """Empty means "default"."""
@@ -271,6 +273,14 @@ class NewJob(_message.Message):
     """The unique key holds within this queue only, so producers of other queues can neither
     block it nor learn of it (the server's --unique-per-queue makes every key so).
     """
+    fold_key: _builtins.str
+    """Folding (docs/workflows.md): a JSON payload enqueued with a fold key joins the job of its
+    queue with that key while it waits (scheduled or ready), which keeps its place; the job's
+    payload is the JSON array of every payload folded into it. A new job is started instead once
+    the waiting one holds fold_max payloads (0: 1000) or would pass --max-payload-bytes, or once
+    it has been delivered.
+    """
+    fold_max: _builtins.int
     @_builtins.property
     def backoff(self) -> Global___Backoff:
         """The backoff curve for this job's retries; unset means the server's."""
@@ -301,10 +311,12 @@ class NewJob(_message.Message):
         keep_result_ms: _builtins.int | None = ...,
         limit_key: _builtins.str = ...,
         unique_in_queue: _builtins.bool = ...,
+        fold_key: _builtins.str = ...,
+        fold_max: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "max_retries", b"max_retries", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "headers", b"headers", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "limit_key", b"limit_key", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "fold_key", b"fold_key", "fold_max", b"fold_max", "headers", b"headers", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "limit_key", b"limit_key", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__keep_completed_ms: _TypeAlias = _typing.Literal["keep_completed_ms"]  # noqa: Y015
     _WhichOneofArgType__keep_completed_ms: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms"]  # noqa: Y015
@@ -387,7 +399,9 @@ class Enqueued(_message.Message):
     DUPLICATE_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     duplicate: _builtins.bool
-    """True when a unique job with the key existed: `id` is that job, and nothing was added."""
+    """True when a unique job with the key existed, or the payload folded into a waiting job (fold
+    key): `id` is that job, and no job was added.
+    """
     def __init__(
         self,
         *,
@@ -527,6 +541,7 @@ class Job(_message.Message):
     BATCH_ID_FIELD_NUMBER: _builtins.int
     INPUT_FIELD_NUMBER: _builtins.int
     HAS_INPUT_FIELD_NUMBER: _builtins.int
+    FOLDED_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     type: _builtins.str
     queue: _builtins.str
@@ -579,6 +594,8 @@ class Job(_message.Message):
     The Python worker passes it as the first argument.
     """
     has_input: _builtins.bool
+    folded: _builtins.bool
+    """Its payload is the JSON array of the payloads folded into it (NewJob.fold_key)."""
     @_builtins.property
     def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """What the producer handed over with the job (NewJob.headers)."""
@@ -616,10 +633,11 @@ class Job(_message.Message):
         batch_id: _builtins.int = ...,
         input: _builtins.bytes = ...,
         has_input: _builtins.bool = ...,
+        folded: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "batch_id", b"batch_id", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "damage", b"damage", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "has_input", b"has_input", "headers", b"headers", "id", b"id", "input", b"input", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "result_problem", b"result_problem", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result", "workflow_id", b"workflow_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "batch_id", b"batch_id", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "damage", b"damage", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "folded", b"folded", "has_input", b"has_input", "headers", b"headers", "id", b"id", "input", b"input", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "result_problem", b"result_problem", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result", "workflow_id", b"workflow_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

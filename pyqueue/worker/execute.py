@@ -67,7 +67,10 @@ def arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
 
 def given_payload(job: Job) -> Any:
     """A workflow's job is handed what the step before it gave (a result, a group's results, a
-    batch's status) as its first argument, as Celery hands a chain's result on."""
+    batch's status) as its first argument, as Celery hands a chain's result on. A folded job's
+    function is called with the list of what each `fold` gave."""
+    if job.folded:
+        return {"args": [job.payload], "kwargs": {}}
     if not job.has_input:
         return job.payload
     args, kwargs = arguments(job.payload)

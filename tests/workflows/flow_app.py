@@ -48,3 +48,22 @@ def report(status: dict[str, Any], who: str) -> None:
 @app.job(queue="mail")
 def celebrate(status: dict[str, Any]) -> None:
     record("celebrate", status)
+
+
+@app.job(queue="images")
+def cover(album: str) -> str:
+    record("cover", album)
+    return f"{album}.jpg"
+
+
+@app.job(queue="images")
+def split(album: str, pages: int) -> None:
+    """A member that adds the rest of the work to its own batch (Sidekiq's child jobs)."""
+    record("split", album, pages)
+    batch_id = pyqueue.current_job().job.batch_id
+    app.client.add_to_batch(batch_id, [resize.s(f"{album}-{page}.jpg") for page in range(pages)])
+
+
+@app.job(queue="mail")
+def send_digest(events: list[dict[str, Any]]) -> None:
+    record("send_digest", events)

@@ -6,7 +6,7 @@ from typing import Any
 
 import flow_app
 import pytest
-from flow_app import build_album, celebrate, publish, ran, report, resize
+from flow_app import build_album, celebrate, cover, publish, ran, report, resize, send_digest, split
 
 import pyqueue
 from pyqueue.testing import drain
@@ -75,3 +75,37 @@ def test_a_call_that_does_not_fit_its_function_is_refused_at_enqueue(flows: pyqu
         pyqueue.Group([resize.s("a")], on_success=pyqueue.Group([resize.s("b")]))
     with pytest.raises(TypeError, match="must be a job"):
         flows.chain(resize.s("a"), 42)  # type: ignore[arg-type]
+
+
+def test_a_group_inside_a_chain_gets_the_step_before_and_hands_its_results_on(flows: pyqueue.App) -> None:
+    workflow = flows.chain(cover.s("trip"), flows.group([resize.s(), resize.s()]), build_album.s("trip"))
+    run = workflow.enqueue()
+    assert run.batch_id == 0 and run.job_id  # the first step is a job, made at once on its shard
+    run_until(flows, lambda: "build_album" in names())
+    assert [e[1:] for e in ran() if e[0] == "resize"] == [["trip.jpg"], ["trip.jpg"]]
+    assert next(e for e in ran() if e[0] == "build_album")[1] == ["small-trip.jpg", "small-trip.jpg"]
+
+
+def test_a_job_adds_jobs_to_its_own_batch_and_the_callback_waits_for_them(flows: pyqueue.App) -> None:
+    run = pyqueue.Batch([split.s("book", 3)], on_complete=report.s("editor")).enqueue()
+    run_until(flows, lambda: "report" in names())
+    assert names().count("resize") == 3 and names().index("report") > max(
+        i for i, n in enumerate(names()) if n == "resize"
+    )
+    status = next(e for e in ran() if e[0] == "report")[1]
+    assert status["total"] == 4 and status["completed"] == 4
+    with pytest.raises((pyqueue.FailedPrecondition, pyqueue.NotFound), match="finished"):
+        flows.client.add_to_batch(run.batch_id, [resize.s("late.jpg")])
+
+
+def test_folded_events_reach_the_function_as_one_list(flows: pyqueue.App) -> None:
+    later = send_digest.options(delay=30)  # it waits: everything of the next half minute joins it
+    jobs = [later.fold({"event": i}, key="daily", max_items=3) for i in range(4)]
+    assert [j.duplicate for j in jobs] == [False, True, True, False]  # the fourth starts a new one
+    assert jobs[1].id == jobs[2].id == jobs[0].id != jobs[3].id
+    flows.client.update_jobs({"run_at": None}, ids=[jobs[0].id, jobs[3].id])  # due now
+    run_until(flows, lambda: names().count("send_digest") == 2)
+    digests = sorted((e[1] for e in ran() if e[0] == "send_digest"), key=len, reverse=True)
+    assert digests == [[{"event": 0}, {"event": 1}, {"event": 2}], [{"event": 3}]]
+    with pytest.raises(TypeError, match="build_album"):
+        build_album.fold("x", key="k")  # called with one list: build_album needs two arguments
