@@ -314,3 +314,34 @@ def test_the_queues_page_charts_the_last_hour_per_queue_and_in_total_across_shar
             ).get_attribute("d")
     finally:
         server.close()
+
+
+def test_the_batches_page_shows_each_batch_s_progress(tmp_path, browser) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server = ServerProcess(tmp_path / "data", "--keep-dead", "3600").start()
+    wait = WebDriverWait(browser, 30)
+    try:
+        with pyqueue.Client(server.address) as client:
+            members = [pyqueue.Task({"type": "resize", "queue": "images", "max_retries": 0}) for _ in range(3)]
+            run = client.enqueue_workflow(
+                pyqueue.Batch(members, on_complete=pyqueue.Task({"type": "report", "queue": "mail"}), name="album")
+            )
+            with client.take("images", prefetch=3) as stream:
+                first, second = stream.next(timeout=30), stream.next(timeout=30)
+                assert first is not None and second is not None
+                first.ack()
+                second.fail("unreadable")
+            browser.get(f"http://{server.http_address}/#/batches")
+            row = f'tr[data-batch="{run.batch_id}"]'
+            wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, f'{row} td[data-count="dead"]'))
+            wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f'{row} td[data-count="dead"]').text == "1")
+            cells = {
+                name: browser.find_element(By.CSS_SELECTOR, f'{row} td[data-count="{name}"]').text
+                for name in ("pending", "completed", "dead")
+            }
+            assert cells == {"pending": "1", "completed": "1", "dead": "1"}
+            assert "album" in browser.find_element(By.CSS_SELECTOR, row).text
+    finally:
+        server.close()
