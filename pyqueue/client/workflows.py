@@ -8,25 +8,33 @@ conversion to the wire."""
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import Any, Protocol, Union
 
 from pyqueue.client.spec import _seconds_ms, new_job_message
 from pyqueue.v1 import queue_pb2 as pb
 
-if TYPE_CHECKING:
-    from pyqueue.client.aio import AsyncClient
-    from pyqueue.client.client import Client
-
 StepLike = Union["Step", Mapping[str, Any]]  # a Task, Chain or Group, or a job spec
+
+
+class Starts(Protocol):
+    """A Client (read as a protocol: the client imports this module)."""
+
+    def enqueue_workflow(self, workflow: "StepLike") -> "WorkflowRun": ...
+
+
+class StartsAsync(Protocol):
+    """An AsyncClient."""
+
+    async def enqueue_workflow(self, workflow: "StepLike") -> "WorkflowRun": ...
 
 
 class Origin(Protocol):
     """Where a job function's tasks come from (an App): its clients."""
 
     @property
-    def client(self) -> "Client": ...
+    def client(self) -> Starts: ...
 
-    def async_client(self) -> "AsyncClient": ...
+    def async_client(self) -> StartsAsync: ...
 
 
 class Step:
@@ -34,11 +42,11 @@ class Step:
         """This step, then `step`, given what this one gave."""
         return Chain(self, step)
 
-    def enqueue(self, client: "Client | None" = None) -> "WorkflowRun":
+    def enqueue(self, client: Starts | None = None) -> "WorkflowRun":
         """Start this workflow, on `client` or its job functions' app's."""
         return (client or _origin(self).client).enqueue_workflow(self)
 
-    async def enqueue_async(self, client: "AsyncClient | None" = None) -> "WorkflowRun":
+    async def enqueue_async(self, client: StartsAsync | None = None) -> "WorkflowRun":
         return await (client or _origin(self).async_client()).enqueue_workflow(self)
 
 

@@ -45,6 +45,27 @@ class NewJob:
     fold_max: int = 0  # payloads one folded job collects
 
 
+def new_record(job: NewJob, job_id: int, now: int, run_at_ms: int, options: bytes) -> JobRecord:
+    """A new job's record: scheduled when `run_at_ms` is to come, else ready."""
+    scheduled = run_at_ms > now
+    return JobRecord(
+        id=job_id,
+        status=Status.SCHEDULED if scheduled else Status.READY,
+        queue=job.queue,
+        type=job.type,
+        priority=job.priority,
+        created_ms=now,
+        updated_ms=now,
+        content_type=job.content_type,
+        run_at_ms=run_at_ms if scheduled else 0,
+        max_retries=job.max_retries,
+        timeout_ms=job.timeout_ms,
+        options=options,
+        unique_key=job.unique_key,
+        limit_key=job.limit_key,
+    )
+
+
 _IN_QUEUE = "\x1f"  # a unit separator: never in a (printable) unique key, nor in a queue name
 
 

@@ -95,7 +95,9 @@ class Dashboard:
             client.workers()  # the same right as the workers page: the caller's token is checked
             return self._cluster()
         if path == "/api/batches":
-            return [_batch(b) for b in client.batches(min(int((query.get("limit") or ["50"])[0]), PAGE_LIMIT))]
+            return [
+                _batch(b) for b in client.batches(min(int((query.get("limit") or ["50"])[0]), PAGE_LIMIT))
+            ]
         if path == "/api/workers":
             return [{**w.to_dict(), "queues": list(w.queues)} for w in per_process(client.workers())]
         if path == "/api/jobs":

@@ -324,9 +324,13 @@ def test_the_batches_page_shows_each_batch_s_progress(tmp_path, browser) -> None
     wait = WebDriverWait(browser, 30)
     try:
         with pyqueue.Client(server.address) as client:
-            members = [pyqueue.Task({"type": "resize", "queue": "images", "max_retries": 0}) for _ in range(3)]
+            members = [
+                pyqueue.Task({"type": "resize", "queue": "images", "max_retries": 0}) for _ in range(3)
+            ]
             run = client.enqueue_workflow(
-                pyqueue.Batch(members, on_complete=pyqueue.Task({"type": "report", "queue": "mail"}), name="album")
+                pyqueue.Batch(
+                    members, on_complete=pyqueue.Task({"type": "report", "queue": "mail"}), name="album"
+                )
             )
             with client.take("images", prefetch=3) as stream:
                 first, second = stream.next(timeout=30), stream.next(timeout=30)

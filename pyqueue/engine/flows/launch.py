@@ -8,6 +8,7 @@ from typing import Any, Protocol
 from pyqueue.engine.flows import outbox
 from pyqueue.engine.flows.context import Flows
 from pyqueue.engine.flows.plan import JobStep, job_from_dict
+from pyqueue.engine.model import new_record
 from pyqueue.engine.retry import JobOptions
 from pyqueue.engine.view import BatchView
 from pyqueue.store import keys
@@ -52,23 +53,9 @@ def create_job(
     new = job_from_dict(job)
     now = view.now_ms
     run_at_ms = new.run_at_ms or (now + delay_ms if delay_ms else 0)
-    scheduled = run_at_ms > now
-    options = replace(JobOptions.decode(new.options), flow=flow)
-    record = JobRecord(
-        id=flows.ids.next(now),
-        status=Status.SCHEDULED if scheduled else Status.READY,
-        queue=new.queue,
-        type=new.type,
-        priority=new.priority,
-        created_ms=now,
-        updated_ms=now,
-        content_type=new.content_type,
-        run_at_ms=run_at_ms if scheduled else 0,
-        max_retries=new.max_retries,
-        timeout_ms=new.timeout_ms,
-        options=options.encode(),
-        limit_key=new.limit_key,
-    )
+    options = replace(JobOptions.decode(new.options), flow=flow).encode()
+    record = new_record(new, flows.ids.next(now), now, run_at_ms, options)
+    scheduled = record.status == Status.SCHEDULED
     view.create(record, new.payload)
     view.batch.put_index(keys.flow_job_key(flow["w"], record.id), b"")
     flows.count("jobs_created")

@@ -8,12 +8,12 @@ from dataclasses import replace
 from pyqueue.engine.errors import InvalidArgument
 from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.memory import Memory
-from pyqueue.engine.model import NewJob, UniqueScope
+from pyqueue.engine.model import NewJob, UniqueScope, new_record
 from pyqueue.engine.requests.base import Transitions
 from pyqueue.engine.retry import JobOptions
 from pyqueue.engine.view import BatchView, indexed
 from pyqueue.store import keys
-from pyqueue.store.records import JobRecord, Status
+from pyqueue.store.records import Status
 
 JSON = "application/json"
 DEFAULT_FOLD_MAX = 1000
@@ -61,23 +61,8 @@ class Enqueue(Transitions):
                 if folded is not None:
                     created.append((folded, True))
                     continue
-            scheduled = job.run_at_ms > now
-            record = JobRecord(
-                id=self.ids.next(now),
-                status=Status.SCHEDULED if scheduled else Status.READY,
-                queue=job.queue,
-                type=job.type,
-                priority=job.priority,
-                created_ms=now,
-                updated_ms=now,
-                content_type=job.content_type,
-                run_at_ms=job.run_at_ms if scheduled else 0,
-                max_retries=job.max_retries,
-                timeout_ms=job.timeout_ms,
-                options=job.options,
-                unique_key=job.unique_key,
-                limit_key=job.limit_key,
-            )
+            record = new_record(job, self.ids.next(now), now, job.run_at_ms, job.options)
+            scheduled = record.status == Status.SCHEDULED
             if job.fold_key:
                 fold = {"k": job.fold_key, "m": job.fold_max, "n": 1}
                 record.options = replace(JobOptions.decode(job.options), fold=fold).encode()
