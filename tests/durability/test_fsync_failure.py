@@ -14,7 +14,9 @@ def test_failed_fsync_stops_the_server_without_acknowledging(tmp_path) -> None: 
     trigger = tmp_path / "fail-fsync-now"
     server = ServerProcess(tmp_path / "data", env={"PYQUEUE_FAILPOINT_SYNC_ERROR": str(trigger)}).start()
     try:
-        with pyqueue.Client(server.address, timeout=5) as client:
+        # failover_s=0: an enqueue that finds the server gone is not sent again for a failover's
+        # budget (30 s), which would outlast the joins below on a slow machine.
+        with pyqueue.Client(server.address, timeout=5, failover_s=0) as client:
             before = [j.id for j in client.enqueue_many([{"type": "t", "payload": i} for i in range(50)])]
             trigger.touch()
             acknowledged_after: list[int] = []
