@@ -109,3 +109,24 @@ def test_folded_events_reach_the_function_as_one_list(flows: pyqueue.App) -> Non
     assert digests == [[{"event": 0}, {"event": 1}, {"event": 2}], [{"event": 3}]]
     with pytest.raises(TypeError, match="build_album"):
         build_album.fold("x", key="k")  # called with one list: build_album needs two arguments
+
+
+def test_cancelling_a_workflow_cancels_its_jobs_on_every_shard_and_fires_nothing(flows: pyqueue.App) -> None:
+    members = [resize.s("a.jpg"), resize.s("b.jpg"), build_album.si(["x"], "y")]  # shards 0, 0 and 1
+    run = pyqueue.Batch(members, on_complete=report.s("ops")).enqueue()
+    result = flows.client.cancel_workflow(run.workflow_id)
+    assert not result.rejected
+
+    def all_cancelled() -> bool:
+        info = flows.client.batch(run.batch_id)
+        return info.cancelled == 3
+
+    deadline = time.monotonic() + 60
+    while not all_cancelled():  # the member on the other shard may reach it after the cancel
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    info = flows.client.batch(run.batch_id)
+    assert info.workflow_cancelled and info.fired == () and info.pending == 0
+    drain(flows, QUEUES)
+    assert ran() == []
+    assert flows.client.count_jobs(queues=["mail"]) == 0  # no callback was made

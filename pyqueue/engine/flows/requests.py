@@ -16,6 +16,7 @@ from pyqueue.engine.retry import RetryPolicy
 from pyqueue.engine.view import BatchView
 from pyqueue.store import keys
 from pyqueue.store.contract import Family
+from pyqueue.store.records import ENDED, Status
 
 
 class StartWorkflow(Transitions):
@@ -133,7 +134,8 @@ class CancelFlow(CancelJobs):
             expires = view.now_ms + self.policy.keep_dead_ms
             view.put_meta(mark, str(expires).encode())
             view.batch.put_index(keys.flow_expiry_key(expires, b"c", self.flow_id), b"")
-        self.job_ids = flow_jobs(view, self.flow_id)
+        ids = flow_jobs(view, self.flow_id)
+        self.job_ids = [r.id for r in view.records(ids) if r is not None and r.status not in ENDED]
         super().apply(view)
 
 
@@ -147,7 +149,7 @@ class RetryFlow(RetryJobs):
 
     def apply(self, view: BatchView) -> None:
         ids = flow_jobs(view, self.flow_id)
-        self.job_ids = [r.id for r in view.records(ids) if r is not None and r.status.label == "dead"]
+        self.job_ids = [r.id for r in view.records(ids) if r is not None and r.status == Status.DEAD]
         super().apply(view)
 
 
