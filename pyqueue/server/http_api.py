@@ -173,6 +173,8 @@ _FIELD_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "unique_scope": (_text, "a string"),
     "unique_in_queue": (lambda v: isinstance(v, bool), "true or false"),
     "limit_key": (_text, "a string"),
+    "fold_key": (_text, "a string"),
+    "fold_max": (_integer, "a whole number"),
     "headers": (
         lambda v: (
             isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())

@@ -1,12 +1,14 @@
 """The workflow calls of a shard's servicer: a workflow's steps from the wire (checked whole
 before anything is written), batches to the wire, and the outbox's two ends for the relay."""
 
+import json
 from typing import Any
 
 from pyqueue.engine import Engine, EngineError
-from pyqueue.engine.errors import InvalidArgument
+from pyqueue.engine.errors import FailedPrecondition, InvalidArgument
 from pyqueue.engine.flows import GroupStep, JobStep, Step, job_to_dict
 from pyqueue.engine.workflows import BatchStatus
+from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import change_response, new_job
 from pyqueue.server.status import Context, abort, answered
 from pyqueue.v1 import queue_pb2 as pb
@@ -111,8 +113,25 @@ def batch_to_pb(status: BatchStatus) -> pb.Batch:
     )
 
 
+def _check_entry(seq: int, raw: bytes) -> None:
+    try:
+        entry = json.loads(raw)
+    except ValueError:
+        entry = None
+    if (
+        not isinstance(entry, dict)
+        or entry.get("k") not in ENTRY_FIELDS
+        or not ENTRY_FIELDS[entry["k"]] <= set(entry)
+    ):
+        raise InvalidArgument(f"entry {seq} is not an outbox entry of a pyqueue shard")
+
+
+ENTRY_FIELDS = {"job": {"job", "flow"}, "ev": {"b", "i", "s", "j"}}
+
+
 class WorkflowCalls:
     engine: Engine
+    config: ServerConfig
 
     @answered
     async def EnqueueWorkflow(
@@ -160,8 +179,20 @@ class WorkflowCalls:
     async def RetryWorkflow(self, request: pb.WorkflowRequest, context: Context) -> pb.ChangeResponse:
         return change_response(await self.engine.workflows.retry(request.workflow_id))
 
+    def _between_shards(self, source: int | None = None) -> None:
+        """The relay's calls: only on a sharded server, from another of its shards."""
+        shards = self.config.shard_count
+        if shards < 2:
+            raise FailedPrecondition("this server has one shard: nothing is relayed between shards")
+        if source is not None and (source >= shards or source == self.config.shard_index):
+            raise InvalidArgument(f"source {source} is not another shard of this server's {shards}")
+
     @answered
     async def PullOutbox(self, request: pb.PullOutboxRequest, context: Context) -> pb.PullOutboxResponse:
+        try:
+            self._between_shards()
+        except EngineError as exc:
+            await abort(context, exc)
         wait_s = min(request.wait_ms, MAX_PULL_WAIT_MS) / 1000
         entries = await self.engine.workflows.pull(
             request.after, min(request.limit or MAX_PULL, MAX_PULL), wait_s
@@ -172,10 +203,17 @@ class WorkflowCalls:
     async def ApplyInbox(self, request: pb.ApplyInboxRequest, context: Context) -> pb.ApplyInboxResponse:
         entries = [(e.seq, e.entry) for e in request.entries]
         try:
+            self._between_shards(request.source)
+            for seq, raw in entries:
+                _check_entry(seq, raw)
             return pb.ApplyInboxResponse(applied=await self.engine.workflows.take_in(request.source, entries))
         except EngineError as exc:
             await abort(context, exc)
 
     @answered
     async def TrimOutbox(self, request: pb.TrimOutboxRequest, context: Context) -> pb.TrimOutboxResponse:
+        try:
+            self._between_shards()
+        except EngineError as exc:
+            await abort(context, exc)
         return pb.TrimOutboxResponse(dropped=await self.engine.workflows.trim(request.upto))

@@ -23,6 +23,8 @@ SET: JobOptions = {
     "headers": {"h": "v"},
     "keep_result": 30,
     "limit_key": "customer-1",
+    "fold_key": "digest",
+    "fold_max": 10,
 }
 
 
@@ -36,6 +38,8 @@ def test_every_option_changes_the_message_and_the_lists_agree() -> None:
         base = (
             {"type": "t", "unique_key": "k"}
             if option.startswith("unique_") and option != "unique_key"
+            else {"type": "t", "fold_key": "f"}
+            if option == "fold_max"
             else {"type": "t"}
         )
         assert new_job_message({**base, option: value}) != new_job_message(base), f"{option} is lost"

@@ -175,6 +175,9 @@ def test_a_shard_restarted_on_another_port_is_followed_by_the_topology(tmp_path)
     server = ServerProcess(tmp_path / "data", "--shards", "2").start()
     assert server.proc is not None
     squatter = socket.socket()  # no SO_REUSEPORT: grpc cannot bind beside it
+    # SO_REUSEADDR: the stopped supervisor's relay holds connections to the shard, which linger
+    # (FIN_WAIT) after the kill until it runs again; they must not keep the squatter out.
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         with pyqueue.Client(server.address) as client:
             topology = client.routes.topology
