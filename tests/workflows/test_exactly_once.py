@@ -59,6 +59,8 @@ class Workers:
                         job = stream.next(timeout=0.5)
                         if job is not None:
                             self.handle(job, rng)
+                        elif stream.server_stopping:  # a shard stopped: take again
+                            break
             except PyQueueError:
                 time.sleep(0.2)  # a shard died under us: take again
 
