@@ -15,13 +15,13 @@ from pyqueue.errors import PyQueueError
 
 COLUMNS = [
     FitColumn("batch", 0),
-    FitColumn("name", 5, wrap=True),
-    FitColumn("total", 1),
+    FitColumn("name", 1, wrap=True),
+    FitColumn("total", 3),
     FitColumn("pending", 0),
     FitColumn("completed", 0),
     FitColumn("dead", 0),
-    FitColumn("cancelled", 3),
-    FitColumn("deleted", 4),
+    FitColumn("cancelled", 4),
+    FitColumn("deleted", 5),
     FitColumn("fired", 2),
     FitColumn("created", 6),
 ]

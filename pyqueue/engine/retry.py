@@ -6,6 +6,7 @@ random jitter that grows with the attempt; 25 retries add up to about three week
 its own curve and retry limit.
 """
 
+import functools
 import json
 import math
 import random
@@ -90,8 +91,12 @@ class JobOptions:
 
     @classmethod
     def decode(cls, raw: bytes) -> "JobOptions":
-        if not raw:
-            return NO_OPTIONS
+        """The options of a record (shared: not to be changed; `replace` makes new ones). An ack
+        reads them up to three times (retention, workflow, delete): the last few are kept."""
+        return _decoded(raw) if raw else NO_OPTIONS
+
+    @classmethod
+    def _decode(cls, raw: bytes) -> "JobOptions":
         data = json.loads(raw)
         backoff = data.get("backoff")
         return cls(
@@ -106,3 +111,4 @@ class JobOptions:
 
 
 NO_OPTIONS = JobOptions()
+_decoded = functools.lru_cache(maxsize=256)(JobOptions._decode)

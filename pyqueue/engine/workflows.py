@@ -142,7 +142,10 @@ class Workflows:
         return await asyncio.to_thread(read)
 
     async def pull(self, after: int, limit: int, wait_s: float) -> list[tuple[int, int, bytes]]:
-        """Durable outbox entries past `after`, waiting up to `wait_s` for one."""
+        """Durable outbox entries past `after`, waiting up to `wait_s` for one. The caller applied
+        those up to `after` where they go: they are dropped first."""
+        if after > self.flows.trimmed_seq:
+            await self.trim(min(after, self.flows.durable_seq))
         if not await self.flows.wait_durable(after, wait_s):
             return []
         return await asyncio.to_thread(outbox.read, self.store, after, self.flows.durable_seq, limit)

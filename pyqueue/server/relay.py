@@ -1,8 +1,8 @@
 """The relay: carries each shard's workflow outbox entries (engine/flows/outbox.py) to the shards
-they are for, then trims them at their source. One per shard, in the supervisor, over the
+they are for; its next pull drops them at their source. One per shard, in the supervisor, over the
 router's channels (which follow a shard that moves, or a cluster's owners).
 
-An entry is trimmed only after every shard it was for has applied it, and a shard applies
+An entry is dropped only after every shard it was for has applied it, and a shard applies
 another's entries in sequence order and skips those it applied before: a relay that dies
 between the two steps, or two relays (one per cluster node) carrying the same entries, make no
 entry count twice."""
@@ -43,13 +43,13 @@ class ShardRelay(Service):
         self._stub_of = stub_of
         self._metadata = tuple(metadata)
         self.config = config
-        self.after = 0  # the last entry carried and trimmed
+        self.after = 0  # the last entry carried (and applied where it went)
         self.carried = 0
         self._failures = 0
 
     async def run_once(self) -> int:
-        """Pull what is waiting at the source (up to one pull's wait), apply it where it goes,
-        trim it; how many entries were carried."""
+        """Pull what is waiting at the source (up to one pull's wait; the pull drops at the source
+        what the last one carried), apply it where it goes; how many entries were carried."""
         c = self.config
         source = self._stub_of(self.source)
         answer = await source.PullOutbox(
@@ -72,9 +72,7 @@ class ShardRelay(Service):
                 for shard, entries in by_shard.items()
             )
         )
-        last = answer.entries[-1].seq
-        await source.TrimOutbox(pb.TrimOutboxRequest(upto=last), timeout=c.call_s, metadata=self._metadata)
-        self.after = last
+        self.after = answer.entries[-1].seq  # the next pull drops them at the source
         self.carried += len(answer.entries)
         self._failures = 0
         return len(answer.entries)

@@ -39,7 +39,7 @@ CHANGES = frozenset(
         "RetryWorkflow",
     }
 )
-RELAY = frozenset({"PullOutbox", "ApplyInbox", "TrimOutbox"})  # shard to shard (server/relay.py)
+RELAY = frozenset({"PullOutbox", "ApplyInbox"})  # shard to shard (server/relay.py)
 _FILTERED = {"UpdateJobs": "admin", "RetryJobs": "admin", "CancelJobs": "admin", "DeleteJobs": "admin"}
 _FILTERED |= {"ListJobs": "read", "CountJobs": "read"}
 _BY_QUEUE = {"PauseQueue": "admin", "ResumeQueue": "admin", "SetQueueLimit": "admin"}

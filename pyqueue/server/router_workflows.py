@@ -69,9 +69,6 @@ class RouterWorkflowCalls:
     async def ApplyInbox(self, request: pb.ApplyInboxRequest, context: Context) -> pb.ApplyInboxResponse:
         await self._shards_only(context)
 
-    async def TrimOutbox(self, request: pb.TrimOutboxRequest, context: Context) -> pb.TrimOutboxResponse:
-        await self._shards_only(context)
-
     async def _shards_only(self, context: Context) -> NoReturn:
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, "shards answer this call, not the public address")
         raise AssertionError("abort raises")

@@ -209,11 +209,3 @@ class WorkflowCalls:
             return pb.ApplyInboxResponse(applied=await self.engine.workflows.take_in(request.source, entries))
         except EngineError as exc:
             await abort(context, exc)
-
-    @answered
-    async def TrimOutbox(self, request: pb.TrimOutboxRequest, context: Context) -> pb.TrimOutboxResponse:
-        try:
-            self._between_shards()
-        except EngineError as exc:
-            await abort(context, exc)
-        return pb.TrimOutboxResponse(dropped=await self.engine.workflows.trim(request.upto))

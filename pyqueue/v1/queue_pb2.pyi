@@ -991,7 +991,9 @@ class PullOutboxRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     WAIT_MS_FIELD_NUMBER: _builtins.int
     after: _builtins.int
-    """Entries after this sequence; waits up to wait_ms for one."""
+    """Entries after this sequence; waits up to wait_ms for one. The caller has applied every entry
+    up to `after` where it goes: the shard drops them.
+    """
     limit: _builtins.int
     wait_ms: _builtins.int
     def __init__(
@@ -1070,44 +1072,6 @@ class ApplyInboxResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ApplyInboxResponse: _TypeAlias = ApplyInboxResponse  # noqa: Y015
-
-@_typing.final
-class TrimOutboxRequest(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    UPTO_FIELD_NUMBER: _builtins.int
-    upto: _builtins.int
-    def __init__(
-        self,
-        *,
-        upto: _builtins.int = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["upto", b"upto"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___TrimOutboxRequest: _TypeAlias = TrimOutboxRequest  # noqa: Y015
-
-@_typing.final
-class TrimOutboxResponse(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    DROPPED_FIELD_NUMBER: _builtins.int
-    dropped: _builtins.int
-    def __init__(
-        self,
-        *,
-        dropped: _builtins.int = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped", b"dropped"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___TrimOutboxResponse: _TypeAlias = TrimOutboxResponse  # noqa: Y015
 
 @_typing.final
 class Range(_message.Message):

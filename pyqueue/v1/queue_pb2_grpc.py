@@ -194,11 +194,6 @@ class QueueStub:
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.ApplyInboxRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.ApplyInboxResponse.FromString,
                 _registered_method=True)
-        self.TrimOutbox = channel.unary_unary(
-                '/pyqueue.v1.Queue/TrimOutbox',
-                request_serializer=pyqueue_dot_v1_dot_queue__pb2.TrimOutboxRequest.SerializeToString,
-                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.TrimOutboxResponse.FromString,
-                _registered_method=True)
 
 
 class QueueServicer:
@@ -431,19 +426,13 @@ class QueueServicer:
 
     def PullOutbox(self, request, context):
         """Between shards (the server's relay; no client calls these): a shard's durable outbox
-        entries, their application on the shard they are for, and the trim of what was applied.
+        entries, and their application on the shard they are for.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ApplyInbox(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def TrimOutbox(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -611,11 +600,6 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.ApplyInbox,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ApplyInboxRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.ApplyInboxResponse.SerializeToString,
-            ),
-            'TrimOutbox': grpc.unary_unary_rpc_method_handler(
-                    servicer.TrimOutbox,
-                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.TrimOutboxRequest.FromString,
-                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.TrimOutboxResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1482,33 +1466,6 @@ class Queue:
             '/pyqueue.v1.Queue/ApplyInbox',
             pyqueue_dot_v1_dot_queue__pb2.ApplyInboxRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.ApplyInboxResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def TrimOutbox(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/pyqueue.v1.Queue/TrimOutbox',
-            pyqueue_dot_v1_dot_queue__pb2.TrimOutboxRequest.SerializeToString,
-            pyqueue_dot_v1_dot_queue__pb2.TrimOutboxResponse.FromString,
             options,
             channel_credentials,
             insecure,

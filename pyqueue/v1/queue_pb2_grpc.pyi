@@ -121,10 +121,9 @@ class QueueStub:
     """
     PullOutbox: _grpc.UnaryUnaryMultiCallable[_queue_pb2.PullOutboxRequest, _queue_pb2.PullOutboxResponse]
     """Between shards (the server's relay; no client calls these): a shard's durable outbox
-    entries, their application on the shard they are for, and the trim of what was applied.
+    entries, and their application on the shard they are for.
     """
     ApplyInbox: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ApplyInboxRequest, _queue_pb2.ApplyInboxResponse]
-    TrimOutbox: _grpc.UnaryUnaryMultiCallable[_queue_pb2.TrimOutboxRequest, _queue_pb2.TrimOutboxResponse]
 
 @_typing.type_check_only
 class QueueAsyncStub(QueueStub):
@@ -219,10 +218,9 @@ class QueueAsyncStub(QueueStub):
     """
     PullOutbox: _aio.UnaryUnaryMultiCallable[_queue_pb2.PullOutboxRequest, _queue_pb2.PullOutboxResponse]  # type: ignore[assignment]
     """Between shards (the server's relay; no client calls these): a shard's durable outbox
-    entries, their application on the shard they are for, and the trim of what was applied.
+    entries, and their application on the shard they are for.
     """
     ApplyInbox: _aio.UnaryUnaryMultiCallable[_queue_pb2.ApplyInboxRequest, _queue_pb2.ApplyInboxResponse]  # type: ignore[assignment]
-    TrimOutbox: _aio.UnaryUnaryMultiCallable[_queue_pb2.TrimOutboxRequest, _queue_pb2.TrimOutboxResponse]  # type: ignore[assignment]
 
 class QueueServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -500,7 +498,7 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.PullOutboxResponse, _abc.Awaitable[_queue_pb2.PullOutboxResponse]]:
         """Between shards (the server's relay; no client calls these): a shard's durable outbox
-        entries, their application on the shard they are for, and the trim of what was applied.
+        entries, and their application on the shard they are for.
         """
 
     @_abc_1.abstractmethod
@@ -509,12 +507,5 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         request: _queue_pb2.ApplyInboxRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.ApplyInboxResponse, _abc.Awaitable[_queue_pb2.ApplyInboxResponse]]: ...
-
-    @_abc_1.abstractmethod
-    def TrimOutbox(
-        self,
-        request: _queue_pb2.TrimOutboxRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_queue_pb2.TrimOutboxResponse, _abc.Awaitable[_queue_pb2.TrimOutboxResponse]]: ...
 
 def add_QueueServicer_to_server(servicer: QueueServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

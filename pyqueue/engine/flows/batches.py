@@ -123,13 +123,17 @@ def apply_event(
     if state == "completed" and result is not None:
         member["r"] = result
     view.put_meta(key, _dump(member))
-    view.put_meta(keys.batch_key(batch_id), _dump(batch))
-    settle(view, writes, flows, batch_id)
+    if batch["counts"]["pending"]:
+        view.put_meta(keys.batch_key(batch_id), _dump(batch))
+    settle(view, writes, flows, batch_id, batch)
 
 
-def settle(view: BatchView, writes: Writes, flows: Flows, batch_id: int) -> None:
-    """Fire what is due now that no member is pending; keep the bookkeeping for its retention."""
-    batch = load(view, batch_id)
+def settle(
+    view: BatchView, writes: Writes, flows: Flows, batch_id: int, batch: dict[str, Any] | None = None
+) -> None:
+    """Fire what is due now that no member is pending; keep the bookkeeping for its retention.
+    `batch`: the record as the caller holds it (saved already while members are pending)."""
+    batch = batch or load(view, batch_id)
     assert batch is not None
     counts, fired = batch["counts"], batch["fired"]
     if counts["pending"]:
