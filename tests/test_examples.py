@@ -137,3 +137,14 @@ def test_the_fastapi_example_runs_as_its_docstring_says(server: ServerProcess, t
         for proc in (web, worker):
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
+
+
+def test_photo_album_workflow_runs_across_two_shards() -> None:
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "photo_album.py")], capture_output=True, text=True, timeout=180
+    )
+    assert out.returncode == 0, out.stderr
+    assert "published summer: thumb-beach.jpg, thumb-dog.png, thumb-sunset.jpg" in out.stdout
+    assert "batch upload: 1 completed, 1 dead" in out.stdout
+    assert out.stdout.count("upload report:") == 1, "on_complete fired once, before the retry"
+    assert "after the retry: 2 completed" in out.stdout
