@@ -49,7 +49,7 @@ def test_a_batch_across_shards_finishes_with_tokens_on(tmp_path: Path) -> None:
             stub = pb_grpc.QueueStub(channel)
             with pytest.raises(grpc.RpcError) as refused:
                 stub.PullOutbox(
-                    pb.PullOutboxRequest(), metadata=[("authorization", f"Bearer {secrets['admin']}")]
+                    pb.PullOutboxRequest(), metadata=(("authorization", f"Bearer {secrets['admin']}"),)
                 )
             assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:
