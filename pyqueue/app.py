@@ -139,8 +139,9 @@ class JobFunction(Generic[P, R]):
         when the workflow is enqueued."""
         return self._task(self.defaults, args, kwargs, fresh=False)
 
-    def si(self, *args: Any, **kwargs: Any) -> Task:
-        """A step that is handed nothing: its arguments are all here (Celery's immutable signature)."""
+    def si(self, *args: P.args, **kwargs: P.kwargs) -> Task:
+        """A step that is handed nothing: its arguments are all here (Celery's immutable
+        signature), typed as the function's."""
         return self._task(self.defaults, args, kwargs, fresh=True)
 
     def _task(self, options: Options, args: tuple[Any, ...], kwargs: dict[str, Any], fresh: bool) -> Task:
@@ -263,7 +264,7 @@ class BoundJob(Generic[P, R]):
     def s(self, *args: Any, **kwargs: Any) -> Task:
         return self.function._task(self.opts, args, kwargs, fresh=False)
 
-    def si(self, *args: Any, **kwargs: Any) -> Task:
+    def si(self, *args: P.args, **kwargs: P.kwargs) -> Task:
         return self.function._task(self.opts, args, kwargs, fresh=True)
 
 

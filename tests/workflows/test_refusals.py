@@ -1,0 +1,88 @@
+"""Bad workflows are refused whole, with a status and a message that says what to fix, and
+nothing is written: a cycle, a step named twice or never, a callback that is not a job, a member
+with steps of its own, more jobs than --max-workflow-jobs, a unique key; a result too large to
+hand on fails its attempt instead of starting the next step."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from harness import ServerProcess
+
+import pyqueue
+from pyqueue.client.spec import new_job_message
+from pyqueue.v1 import queue_pb2 as pb
+from pyqueue.v1 import queue_pb2_grpc as pb_grpc
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Iterator[ServerProcess]:
+    server = ServerProcess(
+        tmp_path / "data", "--max-workflow-jobs", "5", "--max-payload-bytes", "2000", "--keep-dead", "3600"
+    ).start()
+    yield server
+    server.close()
+
+
+def job(queue: str = "q") -> pb.NewJob:
+    return new_job_message({"type": "t", "queue": queue})
+
+
+CASES = {
+    "a cycle": ([pb.Step(job=job(), next=2), pb.Step(job=job(), next=1)], "no cycles"),
+    "a step named twice": (
+        [pb.Step(group=True, members=[2, 2]), pb.Step(job=job())],
+        "named twice",
+    ),
+    "a step not reached": ([pb.Step(job=job()), pb.Step(job=job())], "not reached"),
+    "a callback that is a group": (
+        [pb.Step(group=True, members=[2], on_complete=3), pb.Step(job=job()), pb.Step(group=True)],
+        "must be a job step",
+    ),
+    "a member with a step after it": (
+        [pb.Step(group=True, members=[2]), pb.Step(job=job(), next=3), pb.Step(job=job())],
+        "a member is one job",
+    ),
+    "a step of no kind": ([pb.Step()], "neither a job nor a group"),
+    "a reference past the steps": ([pb.Step(job=job(), next=9)], "there are 1"),
+    "a unique key": ([pb.Step(job=new_job_message({"type": "t", "unique_key": "k"}))], "unique key"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_a_bad_workflow_is_refused_and_writes_nothing(small: ServerProcess, case: str) -> None:
+    steps, says = CASES[case]
+    with grpc.insecure_channel(small.address) as channel:
+        stub = pb_grpc.QueueStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.EnqueueWorkflow(pb.EnqueueWorkflowRequest(steps=steps), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert says in (refused.value.details() or "")
+    with pyqueue.Client(small.address) as client:
+        assert client.count_jobs() == 0 and client.batches() == []
+
+
+def test_more_jobs_than_the_limit_in_one_call_is_resource_exhausted(small: ServerProcess) -> None:
+    with pyqueue.Client(small.address) as client:
+        members = [pyqueue.Task({"type": "t"}) for _ in range(5)]
+        with pytest.raises(pyqueue.ResourceExhausted, match="--max-workflow-jobs"):
+            client.enqueue_workflow(pyqueue.Batch(members, on_complete=pyqueue.Task({"type": "cb"})))
+        assert client.count_jobs() == 0 and client.batches() == []
+
+
+def test_a_result_too_large_to_hand_on_fails_its_attempt(small: ServerProcess) -> None:
+    with pyqueue.Client(small.address) as client:
+        step = pyqueue.Task({"type": "big", "queue": "q", "max_retries": 0}).then(
+            pyqueue.Task({"type": "next"})
+        )
+        run = client.enqueue_workflow(step)
+        with client.take("q") as stream:
+            taken = stream.next(timeout=30)
+            assert taken is not None and taken.wants_result
+            taken.ack("x" * 3000)  # over --max-payload-bytes: not kept, so not handed on
+        job = client.get_job(run.job_id)
+        assert job.status == "dead"
+        (error,) = client.job_errors(run.job_id)
+        assert error.error_type == "ResultNotHandedOn" and "hands on" in error.message
+        assert client.count_jobs(types=["next"]) == 0
