@@ -155,6 +155,6 @@ class Workflows:
         return applied
 
     async def trim(self, upto: int) -> int:
-        dropped: int = await self._submit(TrimOutbox(upto))
+        dropped: int = await self._submit(TrimOutbox(upto, self.flows.trimmed_seq))
         self.flows.trimmed_seq = max(self.flows.trimmed_seq, upto)
         return dropped

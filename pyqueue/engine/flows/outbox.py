@@ -44,7 +44,3 @@ def read(store: Store, after: int, upto: int, limit: int) -> list[tuple[int, int
             break
         out.append((seq, int(json.loads(raw)["to"]), raw))
     return out
-
-
-def pending(store: Store) -> int:
-    return sum(1 for _ in store.scan(Family.DATA, *keys.outbox_range()))

@@ -103,12 +103,15 @@ class TrimOutbox(Request):
 
     needs_sync = False
 
-    def __init__(self, upto: int) -> None:
+    def __init__(self, upto: int, after: int = 0) -> None:
+        """`after`: entries up to it were dropped already; the scan starts past them, never
+        over the tombstones of every entry dropped before."""
         super().__init__()
         self.upto = upto
+        self.after = after
 
     def apply(self, view: BatchView) -> None:
-        lo, _ = keys.outbox_range()
+        lo, _ = keys.outbox_range(self.after)
         dropped = 0
         for key, _ in view.store.scan(Family.DATA, lo, keys.outbox_key(self.upto + 1)):
             view.batch.delete(Family.DATA, key)
