@@ -3,7 +3,9 @@
 Private: the server uses it; applications use pyqueue.Client. Every call is thread-safe.
 """
 
-from typing import Any, final
+from typing import Any, TypeVar, final
+
+_R = TypeVar("_R")
 
 __all__ = [
     "ClaimToken",
@@ -13,14 +15,14 @@ __all__ = [
     "Selection",
     "TimerSet",
     "__version__",
-    "create_entries",
     "decode_record",
+    "decode_records",
     "delete_keys",
     "encode_push",
     "encode_record",
     "encode_refusals",
+    "job_writes",
     "salvage_wal",
-    "save_entries",
 ]
 
 __version__: str  # the native crate's version
@@ -136,22 +138,29 @@ def decode_record(job_id: int, raw: bytes, statuses: tuple[Any, ...]) -> tuple[A
     `statuses[code]` for its status. A damaged, truncated or newer record raises ValueError
     naming the field."""
 
-# A job's writes, built whole in one call: the record's bytes and its keys (native/src/keys.rs;
-# the same bytes as pyqueue.store.keys). A queue or type name past 255 bytes raises ValueError.
-def create_entries(record: Any) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]:
-    """A new job's writes: (job key, encoded record, payload key, status key, status value,
-    queue key, type key)."""
+def decode_records(
+    cls: type[_R], ids: list[int], raws: list[bytes | None], statuses: tuple[Any, ...]
+) -> list[_R | None]:
+    """Records read in one batch, each made as `cls(*decode_record(id, raw, statuses))` (None
+    where `raws` holds None). A damaged record raises ValueError: decode one at a time to name it."""
 
-def save_entries(
-    record: Any, old_status: int, old_priority: int, old_timer_ms: int, old_queue: str
-) -> tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes | None, bytes | None]:
-    """A changed record's writes against what its index entries derived from before: (job key,
-    encoded record, status key to delete, status key to put, its value, queue key to delete,
-    queue key to put); None where nothing is to be done."""
+# A job's writes (native/src/writes.rs); the keys are the same bytes as pyqueue.store.keys'. A
+# queue or type name past 255 bytes, or a field past its format's range, raises ValueError
+# (OverflowError).
+def job_writes(
+    changes: list[tuple[Any, Any, bytes | None]],
+) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]], list[bytes]]:
+    """A request's job writes in one call. `changes` holds (record, before, payload) for each
+    job: `before` is None for a job created in this request (its payload then goes under its
+    payload key), else the (status, priority, timer_ms, queue) its stored index entries derive
+    from. Returns (data puts, index puts, index deletes); each record is encoded once, in its
+    state now, and only the index entries that moved are named."""
 
-def delete_keys(record: Any) -> tuple[bytes, bytes, bytes, bytes, bytes]:
-    """What a deleted job's removal names besides its error and result records: (job key,
-    payload key, status key, queue key, type key)."""
+def delete_keys(
+    job_id: int, job_type: str, status: int, priority: int, queue: str
+) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """What a deleted job's removal names besides its error and result records, given what its
+    stored entries derive from: (job key, payload key, status key, queue key, type key)."""
 
 def salvage_wal(log: bytes) -> tuple[bytes, int, int]:
     """A damaged RocksDB write-ahead log with every damaged span dropped (native/src/wal.rs): (the

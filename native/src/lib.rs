@@ -14,6 +14,7 @@ pub mod refusals;
 pub mod timers;
 pub mod token;
 pub mod wal;
+pub mod writes;
 
 #[cfg(feature = "python")]
 mod python;

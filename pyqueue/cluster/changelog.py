@@ -13,7 +13,7 @@ answered either). A FENCE entry is a new owner's first append: any parts before 
 """
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from pyqueue.store import keys
 from pyqueue.store.contract import Batch, Family, Store
@@ -72,6 +72,19 @@ class RecordingBatch:
     def delete_index(self, key: bytes) -> None:
         self._record(DELETE_INDEX, key, None)
         self.inner.delete_index(key)
+
+    def write_many(
+        self,
+        data: Sequence[tuple[bytes, bytes]],
+        index: Sequence[tuple[bytes, bytes]],
+        index_deletes: Sequence[bytes],
+    ) -> None:
+        for key, value in data:
+            self.put_data(key, value)
+        for key, value in index:
+            self.put_index(key, value)
+        for key in index_deletes:
+            self.delete_index(key)
 
     def put(self, family: Family, key: bytes, value: bytes) -> None:
         (self.put_data if family is Family.DATA else self.put_index)(key, value)

@@ -38,7 +38,7 @@ from pyqueue.engine.errors import EngineError, Internal, Unavailable
 from pyqueue.engine.flows.context import Flows
 from pyqueue.engine.model import Clock
 from pyqueue.engine.telemetry import Telemetry
-from pyqueue.engine.view import BatchView, InFlightCache
+from pyqueue.engine.view import BatchView, InFlightCache, JobWriteError
 from pyqueue.store.contract import Store, StoreFullError
 
 log = logging.getLogger("pyqueue.committer")
@@ -54,8 +54,9 @@ class CommitRequest(Protocol):
     def reset(self) -> None:
         """Forget what an abandoned apply gathered."""
 
-    def isolate_job(self, message: str) -> bool:
-        """Set aside the one job to blame for a failed apply; False if there is none."""
+    def isolate_job(self, message: str, job_id: int | None = None) -> bool:
+        """Set aside the one job to blame for a failed apply (`job_id`, when the failure named
+        it; else the one being handled); False if there is none."""
 
     def apply(self, view: BatchView) -> None:
         """Read, check, then write into the view. Raise an EngineError before writing to refuse."""
@@ -238,13 +239,17 @@ class Committer:
         caller loops, so many bad jobs in one batch cannot exhaust the stack."""
         for request in requests:
             try:
-                request.apply(view)
-            except EngineError as exc:
-                request.error = exc
+                try:
+                    request.apply(view)
+                except EngineError as exc:
+                    request.error = exc
+                view.flush()  # the request's job writes, in one native call
             except Exception as exc:
                 self._cache.clear()
                 text = f"the server failed while handling it ({type(exc).__name__}: {exc})"
-                isolated = request.isolate_job(text)
+                isolated = request.isolate_job(
+                    text, exc.stored_id if isinstance(exc, JobWriteError) else None
+                )
                 for other in requests:
                     other.reset()
                 if isolated:

@@ -8,6 +8,12 @@ status, queue and type index entries change in the same batch as the record they
 Records read here are the caller's to mutate: take `indexed(record)` first, change the record in
 place, then `save(record, before)`. No copies are made on this hot path.
 
+A request's job writes cross into the native crate once, at its end (`flush`): `create` and
+`save` note the job, and `flush` hands every noted job over in one call, which encodes each
+record in its final state and works out the index entries that move. A job changed twice in one
+request is encoded once. Until then only the view's own overlay holds the change, so nothing
+else may write a job's record or index keys: they are the view's alone.
+
 In-flight records are also kept in a cache owned by the single writer (`InFlightCache`), so an ack
 needs no read: the writer is the only one that changes records, and the cache is updated only
 after the batch that changed them was written.
@@ -17,7 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pyqueue._native import create_entries, delete_keys, save_entries
+from pyqueue._native import delete_keys, job_writes
 from pyqueue.engine.counts import Counts
 from pyqueue.engine.retry import JobOptions
 from pyqueue.store import keys
@@ -29,6 +35,20 @@ if TYPE_CHECKING:
 
 Indexed = tuple[Status, int, int, str]
 """What the status and queue index entries are derived from: status, priority, timer, queue."""
+
+Noted = tuple[JobRecord, Indexed | None, bytes | None]
+"""A job written in this request: its record; what its stored entries derive from (None: created
+in this request); its payload, if created."""
+
+
+class JobWriteError(Exception):
+    """A job's record or keys the formats cannot hold (a bug, or a check that let it through).
+    `stored_id` names the job if it was stored before this request (the one to blame); a job
+    created in this request has no such id: the job being handled made it."""
+
+    def __init__(self, job_id: int, created: bool, message: str) -> None:
+        super().__init__(f"job {job_id}: {message}")
+        self.stored_id = None if created else job_id
 
 
 def indexed(record: JobRecord) -> Indexed:
@@ -70,6 +90,7 @@ class BatchView:
         self._cache = cache or InFlightCache()
         self._seen: dict[int, JobRecord | None] = {}
         self._changed: dict[int, JobRecord | None] = {}
+        self._noted: dict[int, Noted] = {}  # written by this request, not yet flushed
         self._payloads: dict[int, bytes | None] = {}
         self._unique: dict[str, int | None] = {}
         self._counts: Counter[tuple[str, int]] = Counter()
@@ -92,8 +113,8 @@ class BatchView:
                     seen[job_id] = record
         if missing:
             raws = self.store.get_many(Family.DATA, [keys.job_key(i) for i in missing])
-            for job_id, raw in zip(missing, raws, strict=True):
-                seen[job_id] = None if raw is None else JobRecord.decode(job_id, raw)
+            for job_id, record in zip(missing, JobRecord.decode_many(missing, raws), strict=True):
+                seen[job_id] = record
         return [seen[i] for i in job_ids]
 
     def payloads(self, job_ids: Sequence[int]) -> list[bytes]:
@@ -105,47 +126,49 @@ class BatchView:
         return [self._payloads[i] or b"" for i in job_ids]
 
     def create(self, record: JobRecord, payload: bytes) -> None:
-        job_key, value, payload_key, status_key, status_value, queue_key, type_key = create_entries(record)
-        batch = self.batch
-        batch.put_data(job_key, value)
-        batch.put_data(payload_key, payload)
-        put_index = batch.put_index
-        put_index(status_key, status_value)
-        put_index(queue_key, b"")
-        put_index(type_key, b"")
+        self._noted[record.id] = (record, None, payload)
         if record.unique_key:
             self.set_unique(record.unique_key, record.id)
         self._seen[record.id] = self._changed[record.id] = record
         self._payloads[record.id] = payload
-        self._counts[record.queue, record.status] += 1
         self.events["enqueued", record.queue] += 1
 
     def save(self, record: JobRecord, before: Indexed) -> None:
-        """Write `record`, changed in place since `before = indexed(record)`, moving its index
-        entries: one native call builds the record's bytes and every key that moves."""
+        """Write `record`, changed in place since `before = indexed(record)`: noted now, encoded
+        with the request's other jobs by `flush`."""
         record.updated_ms = self.now_ms
-        batch = self.batch
-        job_key, value, old_status_key, status_key, status_value, old_queue_key, queue_key = save_entries(
-            record, *before
-        )
-        batch.put_data(job_key, value)
-        if status_key is not None:  # what the entries derive from changed
-            assert status_value is not None
-            if old_status_key is not None:
-                batch.delete_index(old_status_key)
-            batch.put_index(status_key, status_value)
-            old_status, _, _, old_queue = before
-            status = record.status
-            if old_status == IN_FLIGHT and status != IN_FLIGHT:
-                self._left_flight(old_queue, record)
-            if queue_key is not None:  # its queue or its status changed
-                assert old_queue_key is not None
-                batch.delete_index(old_queue_key)
-                batch.put_index(queue_key, b"")
-                counts = self._counts
-                counts[old_queue, old_status] -= 1
-                counts[record.queue, status] += 1
+        if before[0] == IN_FLIGHT and record.status != IN_FLIGHT:
+            self._left_flight(before[3], record)
+        noted = self._noted.get(record.id)
+        if noted is None:
+            self._noted[record.id] = (record, before, None)
+        elif noted[0] is not record:  # the same job read afresh: keep where its entries stand
+            self._noted[record.id] = (record, noted[1], noted[2])
         self._seen[record.id] = self._changed[record.id] = record
+
+    def flush(self) -> None:
+        """Hand the request's noted jobs to the batch: one native call builds every record and
+        index write, and the counts follow each job from where the store has it to where it ends."""
+        if not self._noted:
+            return
+        noted = list(self._noted.values())
+        self._noted.clear()
+        try:
+            data, index, deletes = job_writes(noted)
+        except (ValueError, OverflowError, TypeError):
+            _blame(noted)
+            raise
+        self.batch.write_many(data, index, deletes)
+        counts = self._counts
+        for record, before, _ in noted:
+            status, queue = record.status, record.queue
+            if before is None:
+                counts[queue, status] += 1
+                continue
+            old_status, _, _, old_queue = before
+            if old_status != status or old_queue != queue:
+                counts[old_queue, old_status] -= 1
+                counts[queue, status] += 1
 
     def _left_flight(self, queue: str, record: JobRecord) -> None:
         self.left_flight[queue] += 1
@@ -156,10 +179,31 @@ class BatchView:
         """Remove the job with its payload, error records and every index entry."""
         if record.status == IN_FLIGHT:
             self._left_flight(record.queue, record)
+        noted = self._noted.pop(record.id, None)
+        stored = indexed(record) if noted is None else noted[1]
+        if stored is not None:  # else created in this request: none of its own keys is written yet
+            status, priority, _, queue = stored
+            self._delete_stored(record, status, priority, queue)
+            self._counts[queue, status] -= 1
+        self._delete_extras(record)
+        self._seen[record.id] = self._changed[record.id] = None
+        self._payloads[record.id] = None
+
+    def _delete_stored(self, record: JobRecord, status: Status, priority: int, queue: str) -> None:
         delete_data, delete_index = self.batch.delete_data, self.batch.delete_index
-        job_key, payload_key, status_key, queue_key, type_key = delete_keys(record)
+        job_key, payload_key, status_key, queue_key, type_key = delete_keys(
+            record.id, record.type, status, priority, queue
+        )
         delete_data(job_key)
         delete_data(payload_key)
+        delete_index(status_key)
+        delete_index(queue_key)
+        delete_index(type_key)
+
+    def _delete_extras(self, record: JobRecord) -> None:
+        """What a job keeps beside its own keys: its result, workflow and fold entries, its error
+        records and its unique key."""
+        delete_data, delete_index = self.batch.delete_data, self.batch.delete_index
         if record.options:
             options = JobOptions.decode(record.options)
             if options.keep_result_ms is not None:
@@ -174,18 +218,16 @@ class BatchView:
         if record.errors:
             for attempt in range(1, record.attempts + 1):
                 delete_data(keys.error_key(record.id, attempt))
-        delete_index(status_key)
-        delete_index(queue_key)
-        delete_index(type_key)
         if record.unique_key and self.unique_holder(record.unique_key) == record.id:
             delete_index(keys.unique_key(record.unique_key))
             self._unique[record.unique_key] = None
-        self._seen[record.id] = self._changed[record.id] = None
-        self._payloads[record.id] = None
-        self._counts[record.queue, record.status] -= 1
 
     def set_payload(self, job_id: int, payload: bytes) -> None:
-        self.batch.put_data(keys.payload_key(job_id), payload)
+        noted = self._noted.get(job_id)
+        if noted is not None and noted[1] is None:  # created in this request: put with it
+            self._noted[job_id] = (noted[0], None, payload)
+        else:
+            self.batch.put_data(keys.payload_key(job_id), payload)
         self._payloads[job_id] = payload
 
     def unique_holder(self, key: str) -> int | None:
@@ -221,3 +263,12 @@ class BatchView:
         """After the batch is written: the writer's cache and the counts take this batch's changes."""
         self._cache.publish(self._changed)
         self._cache.counts.apply(self._counts)
+
+
+def _blame(noted: list[Noted]) -> None:
+    """The one job whose writes the formats refuse, as a JobWriteError (the batch call names none)."""
+    for change in noted:
+        try:
+            job_writes([change])
+        except (ValueError, OverflowError, TypeError) as exc:
+            raise JobWriteError(change[0].id, change[1] is None, str(exc)) from exc

@@ -41,6 +41,15 @@ class Batch(Protocol):
 
     def delete_index(self, key: bytes) -> None: ...
 
+    def write_many(
+        self,
+        data: Sequence[tuple[bytes, bytes]],
+        index: Sequence[tuple[bytes, bytes]],
+        index_deletes: Sequence[bytes],
+    ) -> None:
+        """Puts to each family and deletes from the index, as one request's jobs need them (no
+        key is both put and deleted, so their order does not matter)."""
+
     def __len__(self) -> int: ...
 
 

@@ -15,9 +15,10 @@ key so a status change never rewrites it. Layout, version 1, big-endian:
 
 import enum
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyqueue._native import decode_record, encode_record
+from pyqueue._native import decode_record, decode_records, encode_record
 from pyqueue.store import keys
 
 _STATUS_VALUE = struct.Struct(">Hq")
@@ -112,6 +113,15 @@ class JobRecord:
             return cls(*decode_record(job_id, raw, _STATUSES))
         except ValueError as exc:
             raise CorruptRecordError(f"job {job_id}: undecodable record ({exc})") from exc
+
+    @classmethod
+    def decode_many(cls, job_ids: list[int], raws: Sequence[bytes | None]) -> "list[JobRecord | None]":
+        """Many records in one native call (None where `raws` holds None); a damaged one raises
+        CorruptRecordError naming it."""
+        try:
+            return decode_records(cls, job_ids, list(raws), _STATUSES)
+        except ValueError:
+            return [None if raw is None else cls.decode(i, raw) for i, raw in zip(job_ids, raws, strict=True)]
 
     @property
     def timer_ms(self) -> int:

@@ -102,6 +102,21 @@ class RocksBatch:
     def put(self, family: Family, key: bytes, value: bytes) -> None:
         self.wb.put(key, value, self._data if family is Family.DATA else self._index)
 
+    def write_many(
+        self,
+        data: Sequence[tuple[bytes, bytes]],
+        index: Sequence[tuple[bytes, bytes]],
+        index_deletes: Sequence[bytes],
+    ) -> None:
+        put, family = self.wb.put, self._data
+        for key, value in data:
+            put(key, value, family)
+        for key, value in index:
+            put(key, value)
+        delete = self.wb.delete
+        for key in index_deletes:
+            delete(key)
+
     def delete(self, family: Family, key: bytes) -> None:
         self.wb.delete(key, self._data if family is Family.DATA else self._index)
 

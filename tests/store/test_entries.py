@@ -1,12 +1,12 @@
-"""The native writes of a job (pyqueue._native: create_entries, save_entries, delete_keys) against
-the key codec of record (pyqueue.store.keys and the record's own methods): the same bytes, for
-every status, with and without a limit key, for names of any width."""
+"""The native writes of a job (pyqueue._native: job_writes, delete_keys) against the key codec
+(pyqueue.store.keys and the record's own methods): the same bytes, for every status, with and
+without a limit key, for names of any width, and several jobs in one call."""
 
 import itertools
 
 import pytest
 
-from pyqueue._native import create_entries, delete_keys, save_entries
+from pyqueue._native import delete_keys, job_writes
 from pyqueue.engine.view import indexed
 from pyqueue.store import keys
 from pyqueue.store.records import JobRecord, Status
@@ -33,16 +33,15 @@ def record(**changes) -> JobRecord:  # type: ignore[no-untyped-def]
 )
 def test_a_new_job_writes_what_the_codec_says(status: Status, queue: str, limit_key: str) -> None:
     r = record(status=status, queue=queue, limit_key=limit_key, run_at_ms=11, expires_ms=22, type=queue[::-1])
-    assert create_entries(r) == (
-        keys.job_key(r.id),
-        r.encode(),
-        keys.payload_key(r.id),
-        r.status_key(),
-        r.status_value(),
-        keys.queue_key(r.queue, r.status, r.id),
-        keys.type_key(r.type, r.id),
-    )
-    assert delete_keys(r) == (
+    data, index, deletes = job_writes([(r, None, b"the payload")])
+    assert data == [(keys.job_key(r.id), r.encode()), (keys.payload_key(r.id), b"the payload")]
+    assert index == [
+        (r.status_key(), r.status_value()),
+        (keys.queue_key(r.queue, r.status, r.id), b""),
+        (keys.type_key(r.type, r.id), b""),
+    ]
+    assert deletes == []
+    assert delete_keys(r.id, r.type, *indexed(r)[:2], r.queue) == (
         keys.job_key(r.id),
         keys.payload_key(r.id),
         r.status_key(),
@@ -71,20 +70,35 @@ def test_a_change_moves_exactly_the_entries_that_change(start: Status, change: d
     old_queue_key = keys.queue_key(r.queue, r.status, r.id)
     for name, value in change.items():
         setattr(r, name, value)
-    got = save_entries(r, *before)
-    assert got[:2] == (keys.job_key(r.id), r.encode())
+    data, index, deletes = job_writes([(r, before, None)])
+    assert data == [(keys.job_key(r.id), r.encode())]
     moved = indexed(r) != before
     new_status_key = r.status_key()
-    assert got[2] == (old_status_key if moved and old_status_key != new_status_key else None)
-    assert got[3:5] == ((new_status_key, r.status_value()) if moved else (None, None))
     requeued = (r.status, r.queue) != (before[0], before[3])
-    assert got[5:] == ((old_queue_key, keys.queue_key(r.queue, r.status, r.id)) if requeued else (None, None))
+    want_deletes = [old_status_key] if moved and old_status_key != new_status_key else []
+    want_index = [(new_status_key, r.status_value())] if moved else []
+    if requeued:
+        want_deletes.append(old_queue_key)
+        want_index.append((keys.queue_key(r.queue, r.status, r.id), b""))
+    assert (index, deletes) == (want_index, want_deletes)
+
+
+def test_one_call_writes_many_jobs_each_as_alone() -> None:
+    created = record(id=1)
+    claimed = record(id=2)
+    before = indexed(claimed)
+    claimed.status, claimed.attempts = Status.IN_FLIGHT, 1
+    changes = [(created, None, b"p1"), (claimed, before, None)]
+    together = job_writes(changes)  # type: ignore[arg-type]
+    alone = [job_writes([change]) for change in changes]  # type: ignore[list-item]
+    for part in range(3):
+        assert sorted(together[part]) == sorted(x for one in alone for x in one[part])  # type: ignore[type-var]
 
 
 def test_a_name_the_format_cannot_hold_is_refused() -> None:
     with pytest.raises(ValueError, match="past the key format's 255"):
-        create_entries(record(queue="q" * 256))
+        job_writes([(record(queue="q" * 256), None, b"")])
     with pytest.raises(ValueError, match="past the key format's 255"):
-        delete_keys(record(type="t" * 256))
+        delete_keys(1, "t" * 256, 2, 0, "mail")
     with pytest.raises(ValueError):
         keys.queue_key("q" * 256, 2, 1)  # the Python codec refuses it too

@@ -36,10 +36,10 @@ class Request:
         self.error = None
         self.outbox_high = 0
 
-    def isolate_job(self, message: str) -> bool:
-        """`apply` failed unexpectedly: if one job is to blame, set it aside (the next `apply`
-        buries it) and return True, so the request goes on without it. False: the request fails
-        as a whole."""
+    def isolate_job(self, message: str, job_id: int | None = None) -> bool:
+        """`apply` failed unexpectedly: if one job is to blame (`job_id`, when the failure named
+        it), set it aside (the next `apply` buries it) and return True, so the request goes on
+        without it. False: the request fails as a whole."""
         return False
 
     def on_commit(self) -> None:
@@ -88,10 +88,11 @@ class Transitions(Request):
         self.ended.clear()
         self.handling = None
 
-    def isolate_job(self, message: str) -> bool:
-        if self.handling is None or self.handling in self.blamed:
+    def isolate_job(self, message: str, job_id: int | None = None) -> bool:
+        blamed = self.handling if job_id is None else job_id
+        if blamed is None or blamed in self.blamed:
             return False  # nothing to blame, or burying it failed too
-        self.blamed[self.handling] = message
+        self.blamed[blamed] = message
         return True
 
     def bury(self, view: BatchView, record: JobRecord | None, keep_dead_ms: int) -> Rejection | None:

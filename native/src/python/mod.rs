@@ -5,19 +5,23 @@
 //! the GIL while it waits. Errors map to Python exceptions in one place: `closed_error` and
 //! `record_error`.
 
+mod records;
+
+use records::{read_started, Fields};
+
 use crate::coalescer::Coalescer as CoreCoalescer;
-use crate::keys::{self, Indexed, NameTooLong};
+use crate::keys::NameTooLong;
 use crate::push;
 use crate::ready::{claim, has_claimable, Lane, ReadyIndex as CoreReadyIndex};
-use crate::record::{saturate, Record, RecordError};
+use crate::record::RecordError;
 use crate::timers::TimerSet as CoreTimerSet;
 use crate::token::ClaimToken as CoreClaimToken;
+use crate::writes::WriteError;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyOverflowError, PyValueError};
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
-use pyo3::IntoPyObjectExt;
+use pyo3::types::{PyBytes, PyList};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +44,11 @@ fn record_error(err: RecordError) -> PyErr {
 
 /// A name the key format cannot hold: ValueError, as the Python codec's `bytes((len,))` raised.
 fn key_error(err: NameTooLong) -> PyErr {
+    PyValueError::new_err(err.to_string())
+}
+
+/// A job's write the formats cannot hold: ValueError, like the two above.
+fn write_error(err: WriteError) -> PyErr {
     PyValueError::new_err(err.to_string())
 }
 
@@ -342,217 +351,6 @@ impl Coalescer {
     }
 }
 
-/// A JobRecord's attributes, read once: its strings stay Python strings, borrowed by `record`.
-struct Fields<'py> {
-    id: u64,
-    queue: Bound<'py, PyString>,
-    job_type: Bound<'py, PyString>,
-    content_type: Bound<'py, PyString>,
-    unique_key: Bound<'py, PyString>,
-    limit_key: Bound<'py, PyString>,
-    options: Bound<'py, PyBytes>,
-    numbers: [i64; 12],
-}
-
-impl<'py> Fields<'py> {
-    fn read(record: &Bound<'py, PyAny>) -> PyResult<Self> {
-        let py = record.py();
-        let text = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyString>> {
-            Ok(record.getattr(name)?.cast_into::<PyString>()?)
-        };
-        let int =
-            |name: &Bound<'py, PyString>| -> PyResult<i64> { record.getattr(name)?.extract() };
-        Ok(Fields {
-            id: record.getattr(intern!(py, "id"))?.extract()?,
-            queue: text(intern!(py, "queue"))?,
-            job_type: text(intern!(py, "type"))?,
-            content_type: text(intern!(py, "content_type"))?,
-            unique_key: text(intern!(py, "unique_key"))?,
-            limit_key: text(intern!(py, "limit_key"))?,
-            options: record
-                .getattr(intern!(py, "options"))?
-                .cast_into::<PyBytes>()?,
-            numbers: [
-                int(intern!(py, "status"))?,
-                int(intern!(py, "priority"))?,
-                int(intern!(py, "attempts"))?,
-                int(intern!(py, "max_retries"))?,
-                int(intern!(py, "lost"))?,
-                int(intern!(py, "errors"))?,
-                int(intern!(py, "lease"))?,
-                int(intern!(py, "timeout_ms"))?,
-                int(intern!(py, "created_ms"))?,
-                int(intern!(py, "updated_ms"))?,
-                int(intern!(py, "run_at_ms"))?,
-                int(intern!(py, "expires_ms"))?,
-            ],
-        })
-    }
-
-    fn record(&self, started_ms: i64) -> PyResult<Record<'_>> {
-        let [status, priority, attempts, max_retries, lost, errors, lease, timeout_ms, created_ms, updated_ms, run_at_ms, expires_ms] =
-            self.numbers;
-        let narrow =
-            |value: i64| PyOverflowError::new_err(format!("{value} is out of range for its field"));
-        Ok(Record {
-            status: u8::try_from(status).map_err(|_| narrow(status))?,
-            priority: u16::try_from(priority).map_err(|_| narrow(priority))?,
-            attempts: saturate(u64::try_from(attempts).map_err(|_| narrow(attempts))?),
-            max_retries: i16::try_from(max_retries).map_err(|_| narrow(max_retries))?,
-            lost: saturate(u64::try_from(lost).map_err(|_| narrow(lost))?),
-            errors: saturate(u64::try_from(errors).map_err(|_| narrow(errors))?),
-            lease: u32::try_from(lease).map_err(|_| narrow(lease))?,
-            timeout_ms: u32::try_from(timeout_ms).map_err(|_| narrow(timeout_ms))?,
-            created_ms,
-            updated_ms,
-            run_at_ms,
-            expires_ms,
-            queue: self.queue.to_str()?,
-            job_type: self.job_type.to_str()?,
-            content_type: self.content_type.to_str()?,
-            unique_key: self.unique_key.to_str()?,
-            options: self.options.as_bytes(),
-            started_ms,
-            limit_key: self.limit_key.to_str()?,
-        })
-    }
-}
-
-fn read_started(record: &Bound<'_, PyAny>) -> PyResult<i64> {
-    record
-        .getattr(intern!(record.py(), "started_ms"))?
-        .extract()
-}
-
-/// A record's bytes and what its index entries derive from.
-fn encoded<'a>(
-    fields: &'a Fields<'_>,
-    started_ms: i64,
-) -> PyResult<(Vec<u8>, Indexed<'a>, &'a str)> {
-    let r = fields.record(started_ms)?;
-    let encoded = r.encode().map_err(record_error)?;
-    let indexed = Indexed {
-        status: r.status,
-        priority: r.priority,
-        timer_ms: Indexed::timer(r.status, r.run_at_ms, r.expires_ms),
-        queue: r.queue,
-    };
-    Ok((encoded, indexed, r.limit_key))
-}
-
-/// Encode a JobRecord (any object with its attributes) in the record format, version 1.
-#[pyfunction]
-fn encode_record<'py>(record: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-    let fields = Fields::read(record)?;
-    let encoded = fields
-        .record(read_started(record)?)?
-        .encode()
-        .map_err(record_error)?;
-    Ok(PyBytes::new(record.py(), &encoded))
-}
-
-/// A new job's writes: (job key, encoded record, payload key, status key, status value, queue
-/// key, type key).
-#[pyfunction]
-fn create_entries<'py>(record: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
-    let py = record.py();
-    let fields = Fields::read(record)?;
-    let (value, at, limit_key) = encoded(&fields, read_started(record)?)?;
-    let id = fields.id;
-    let bytes = |b: &[u8]| PyBytes::new(py, b).into_any();
-    PyTuple::new(
-        py,
-        [
-            bytes(&keys::job_key(id)),
-            bytes(&value),
-            bytes(&keys::payload_key(id)),
-            bytes(&keys::status_key(at.status, id, at.queue, at.priority).map_err(key_error)?),
-            bytes(&keys::status_value(
-                at.priority,
-                at.timer_ms,
-                at.queue,
-                limit_key,
-            )),
-            bytes(&keys::queue_key(at.queue, at.status, id).map_err(key_error)?),
-            bytes(&keys::type_key(fields.job_type.to_str()?, id).map_err(key_error)?),
-        ],
-    )
-}
-
-/// A changed record's writes, against what its entries derived from before: (job key, encoded
-/// record, status key to delete, status key to put, its value, queue key to delete, queue key to
-/// put), each None where nothing is to be done.
-#[pyfunction]
-fn save_entries<'py>(
-    record: &Bound<'py, PyAny>,
-    old_status: u8,
-    old_priority: u16,
-    old_timer_ms: i64,
-    old_queue: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let py = record.py();
-    let fields = Fields::read(record)?;
-    let (value, after, limit_key) = encoded(&fields, read_started(record)?)?;
-    let before = Indexed {
-        status: old_status,
-        priority: old_priority,
-        timer_ms: old_timer_ms,
-        queue: old_queue,
-    };
-    let id = fields.id;
-    let moves = keys::moves(id, before, after, limit_key).map_err(key_error)?;
-    let bytes = |b: &[u8]| PyBytes::new(py, b).into_any();
-    let maybe = |b: Option<&Vec<u8>>| b.map_or_else(|| py.None().into_bound(py), |b| bytes(b));
-    let (put_status, status_value) = match &moves.put_status {
-        Some((key, value)) => (Some(key), Some(value)),
-        None => (None, None),
-    };
-    let (delete_queue, put_queue) = match &moves.queue {
-        Some((old, new)) => (Some(old), Some(new)),
-        None => (None, None),
-    };
-    PyTuple::new(
-        py,
-        [
-            bytes(&keys::job_key(id)),
-            bytes(&value),
-            maybe(moves.delete_status.as_ref()),
-            maybe(put_status),
-            maybe(status_value),
-            maybe(delete_queue),
-            maybe(put_queue),
-        ],
-    )
-}
-
-/// The keys a job's deletion removes besides its error and result records: (job key, payload
-/// key, status key, queue key, type key).
-#[pyfunction]
-fn delete_keys<'py>(record: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
-    let py = record.py();
-    let id: u64 = record.getattr(intern!(py, "id"))?.extract()?;
-    let status: u8 = record.getattr(intern!(py, "status"))?.extract()?;
-    let priority: u16 = record.getattr(intern!(py, "priority"))?.extract()?;
-    let queue = record
-        .getattr(intern!(py, "queue"))?
-        .cast_into::<PyString>()?;
-    let job_type = record
-        .getattr(intern!(py, "type"))?
-        .cast_into::<PyString>()?;
-    let queue = queue.to_str()?;
-    let bytes = |b: &[u8]| PyBytes::new(py, b).into_any();
-    PyTuple::new(
-        py,
-        [
-            bytes(&keys::job_key(id)),
-            bytes(&keys::payload_key(id)),
-            bytes(&keys::status_key(status, id, queue, priority).map_err(key_error)?),
-            bytes(&keys::queue_key(queue, status, id).map_err(key_error)?),
-            bytes(&keys::type_key(job_type.to_str()?, id).map_err(key_error)?),
-        ],
-    )
-}
-
 /// A push's bytes, a `TakeResponse` with a `JobBatch`: each of `views` (JobViews of plain jobs:
 /// no unique key, no options, no result) and `ack_result`, an `AckResult` already serialised
 /// (empty: none).
@@ -591,48 +389,6 @@ fn encode_refusals<'py>(
     PyBytes::new(py, &out)
 }
 
-/// Decode a record into the JobRecord constructor's arguments, in its field order:
-/// (job_id, status, queue, type, priority, created_ms, updated_ms, attempts, max_retries, lost,
-/// errors, lease, timeout_ms, run_at_ms, expires_ms, content_type, unique_key, options,
-/// started_ms, limit_key). `statuses[code]` is what a status code becomes (None: unknown).
-#[pyfunction]
-fn decode_record<'py>(
-    job_id: &Bound<'py, PyAny>,
-    raw: &[u8],
-    statuses: &Bound<'py, PyTuple>,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let py = job_id.py();
-    let r = Record::decode(raw).map_err(record_error)?;
-    let status = statuses
-        .get_item(r.status as usize)
-        .ok()
-        .filter(|s| !s.is_none())
-        .ok_or_else(|| PyValueError::new_err(format!("unknown status code {}", r.status)))?;
-    let items: [Bound<'py, PyAny>; 20] = [
-        job_id.clone(),
-        status,
-        PyString::new(py, r.queue).into_any(),
-        PyString::new(py, r.job_type).into_any(),
-        r.priority.into_bound_py_any(py)?,
-        r.created_ms.into_bound_py_any(py)?,
-        r.updated_ms.into_bound_py_any(py)?,
-        r.attempts.into_bound_py_any(py)?,
-        r.max_retries.into_bound_py_any(py)?,
-        r.lost.into_bound_py_any(py)?,
-        r.errors.into_bound_py_any(py)?,
-        r.lease.into_bound_py_any(py)?,
-        r.timeout_ms.into_bound_py_any(py)?,
-        r.run_at_ms.into_bound_py_any(py)?,
-        r.expires_ms.into_bound_py_any(py)?,
-        PyString::new(py, r.content_type).into_any(),
-        PyString::new(py, r.unique_key).into_any(),
-        PyBytes::new(py, r.options).into_any(),
-        r.started_ms.into_bound_py_any(py)?,
-        PyString::new(py, r.limit_key).into_any(),
-    ];
-    PyTuple::new(py, items)
-}
-
 /// A damaged RocksDB write-ahead log with every damaged span dropped (native/src/wal.rs):
 /// (the new log's bytes, logical records kept, damaged spans dropped). Releases the GIL.
 #[pyfunction]
@@ -648,11 +404,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TimerSet>()?;
     m.add_class::<ClaimToken>()?;
     m.add_class::<Coalescer>()?;
-    m.add_function(wrap_pyfunction!(encode_record, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_record, m)?)?;
-    m.add_function(wrap_pyfunction!(create_entries, m)?)?;
-    m.add_function(wrap_pyfunction!(save_entries, m)?)?;
-    m.add_function(wrap_pyfunction!(delete_keys, m)?)?;
+    records::register(m)?;
     m.add_function(wrap_pyfunction!(encode_push, m)?)?;
     m.add_function(wrap_pyfunction!(encode_refusals, m)?)?;
     m.add_function(wrap_pyfunction!(salvage_wal, m)?)?;
