@@ -62,12 +62,18 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str]]]] = [
     (
         "load.py",
         ["--jobs", "150000", "--commit-mode", "fsync"],
-        [("batched full cycle, 1 shard, fsync (jobs/s)", "jobs_per_s")],
+        [
+            ("batched full cycle, 1 shard, fsync (jobs/s)", "jobs_per_s"),
+            ("server CPU per job, fsync (µs)", "server_cpu_us_per_job"),
+        ],
     ),
     (
         "load.py",
         ["--jobs", "150000", "--commit-mode", "buffered"],
-        [("the same, buffered (jobs/s)", "jobs_per_s")],
+        [
+            ("the same, buffered (jobs/s)", "jobs_per_s"),
+            ("server CPU per job, buffered (µs)", "server_cpu_us_per_job"),
+        ],
     ),
     (
         "python_side.py",

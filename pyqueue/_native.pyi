@@ -17,7 +17,6 @@ __all__ = [
     "__version__",
     "decode_record",
     "decode_records",
-    "delete_keys",
     "encode_push",
     "encode_record",
     "encode_refusals",
@@ -148,19 +147,14 @@ def decode_records(
 # queue or type name past 255 bytes, or a field past its format's range, raises ValueError
 # (OverflowError).
 def job_writes(
-    changes: list[tuple[Any, Any, bytes | None]],
-) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]], list[bytes]]:
-    """A request's job writes in one call. `changes` holds (record, before, payload) for each
-    job: `before` is None for a job created in this request (its payload then goes under its
-    payload key), else the (status, priority, timer_ms, queue) its stored index entries derive
-    from. Returns (data puts, index puts, index deletes); each record is encoded once, in its
-    state now, and only the index entries that moved are named."""
-
-def delete_keys(
-    job_id: int, job_type: str, status: int, priority: int, queue: str
-) -> tuple[bytes, bytes, bytes, bytes, bytes]:
-    """What a deleted job's removal names besides its error and result records, given what its
-    stored entries derive from: (job key, payload key, status key, queue key, type key)."""
+    changes: list[tuple[Any, Any, bytes | None, bool]],
+) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]], list[bytes], list[bytes]]:
+    """A request's job writes in one call. `changes` holds (record, before, payload, deleted)
+    for each job: `before` is None for a job created in this request (its payload then goes
+    under its payload key), else the (status, priority, timer_ms, queue) its stored index
+    entries derive from; `deleted` says the job goes (its record, payload and the entries
+    `before` names). Returns (data puts, index puts, data deletes, index deletes); each record
+    is encoded once, in its state now, and only the index entries that moved are named."""
 
 def salvage_wal(log: bytes) -> tuple[bytes, int, int]:
     """A damaged RocksDB write-ahead log with every damaged span dropped (native/src/wal.rs): (the

@@ -41,12 +41,13 @@ impl From<NameTooLong> for WriteError {
 
 pub type Put = (Vec<u8>, Vec<u8>);
 
-/// The writes gathered so far: puts to the data family, puts to the index family, and index
-/// entries to delete. No key is both deleted and put (a moved entry's old and new keys differ).
+/// The writes gathered so far: puts and deletes in each family. No key is both deleted and put
+/// (a moved entry's old and new keys differ, and a job is created, changed or deleted, once).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct JobWrites {
     pub data: Vec<Put>,
     pub index: Vec<Put>,
+    pub data_deletes: Vec<Vec<u8>>,
     pub deletes: Vec<Vec<u8>>,
 }
 
@@ -95,6 +96,24 @@ impl JobWrites {
             self.deletes.push(old);
             self.index.push((new, Vec::new()));
         }
+        Ok(())
+    }
+
+    /// A stored job deleted in this request: its record and payload, and the status, queue and
+    /// type entries that `stored` (what they derive from) names. Its error and result records,
+    /// and its unique key, are the caller's: only it knows whether there are any.
+    pub fn deleted(
+        &mut self,
+        job_id: u64,
+        job_type: &str,
+        stored: Indexed<'_>,
+    ) -> Result<(), WriteError> {
+        let status = keys::status_key(stored.status, job_id, stored.queue, stored.priority)?;
+        let queue = keys::queue_key(stored.queue, stored.status, job_id)?;
+        let job_type = keys::type_key(job_type, job_id)?;
+        self.data_deletes.push(keys::job_key(job_id));
+        self.data_deletes.push(keys::payload_key(job_id));
+        self.deletes.extend([status, queue, job_type]);
         Ok(())
     }
 }
@@ -186,6 +205,26 @@ mod tests {
         writes.saved(7, &started, indexed(&before)).unwrap();
         assert_eq!(writes.data.len(), 1);
         assert!(writes.index.is_empty() && writes.deletes.is_empty());
+    }
+
+    #[test]
+    fn a_deleted_job_loses_the_entries_its_stored_state_names() {
+        let mut writes = JobWrites::default();
+        let stored = ready("mail");
+        writes.deleted(7, "send", indexed(&stored)).unwrap();
+        assert_eq!(
+            writes.data_deletes,
+            vec![keys::job_key(7), keys::payload_key(7)]
+        );
+        assert_eq!(
+            writes.deletes,
+            vec![
+                keys::status_key(READY, 7, "mail", 3).unwrap(),
+                keys::queue_key("mail", READY, 7).unwrap(),
+                keys::type_key("send", 7).unwrap(),
+            ]
+        );
+        assert!(writes.data.is_empty() && writes.index.is_empty());
     }
 
     #[test]

@@ -77,12 +77,15 @@ class RecordingBatch:
         self,
         data: Sequence[tuple[bytes, bytes]],
         index: Sequence[tuple[bytes, bytes]],
+        data_deletes: Sequence[bytes],
         index_deletes: Sequence[bytes],
     ) -> None:
         for key, value in data:
             self.put_data(key, value)
         for key, value in index:
             self.put_index(key, value)
+        for key in data_deletes:
+            self.delete_data(key)
         for key in index_deletes:
             self.delete_index(key)
 

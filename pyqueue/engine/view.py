@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pyqueue._native import delete_keys, job_writes
+from pyqueue._native import job_writes
 from pyqueue.engine.counts import Counts
 from pyqueue.engine.retry import JobOptions
 from pyqueue.store import keys
@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 Indexed = tuple[Status, int, int, str]
 """What the status and queue index entries are derived from: status, priority, timer, queue."""
 
-Noted = tuple[JobRecord, Indexed | None, bytes | None]
+Noted = tuple[JobRecord, Indexed | None, bytes | None, bool]
 """A job written in this request: its record; what its stored entries derive from (None: created
-in this request); its payload, if created."""
+in this request); its payload, if created; whether it is deleted."""
 
 
 class JobWriteError(Exception):
@@ -126,7 +126,7 @@ class BatchView:
         return [self._payloads[i] or b"" for i in job_ids]
 
     def create(self, record: JobRecord, payload: bytes) -> None:
-        self._noted[record.id] = (record, None, payload)
+        self._noted[record.id] = (record, None, payload, False)
         if record.unique_key:
             self.set_unique(record.unique_key, record.id)
         self._seen[record.id] = self._changed[record.id] = record
@@ -141,9 +141,9 @@ class BatchView:
             self._left_flight(before[3], record)
         noted = self._noted.get(record.id)
         if noted is None:
-            self._noted[record.id] = (record, before, None)
+            self._noted[record.id] = (record, before, None, False)
         elif noted[0] is not record:  # the same job read afresh: keep where its entries stand
-            self._noted[record.id] = (record, noted[1], noted[2])
+            self._noted[record.id] = (record, noted[1], noted[2], noted[3])
         self._seen[record.id] = self._changed[record.id] = record
 
     def flush(self) -> None:
@@ -154,19 +154,21 @@ class BatchView:
         noted = list(self._noted.values())
         self._noted.clear()
         try:
-            data, index, deletes = job_writes(noted)
+            data, index, data_deletes, index_deletes = job_writes(noted)
         except (ValueError, OverflowError, TypeError):
             _blame(noted)
             raise
-        self.batch.write_many(data, index, deletes)
+        self.batch.write_many(data, index, data_deletes, index_deletes)
         counts = self._counts
-        for record, before, _ in noted:
+        for record, before, _, deleted in noted:
             status, queue = record.status, record.queue
             if before is None:
                 counts[queue, status] += 1
                 continue
             old_status, _, _, old_queue = before
-            if old_status != status or old_queue != queue:
+            if deleted:
+                counts[old_queue, old_status] -= 1
+            elif old_status != status or old_queue != queue:
                 counts[old_queue, old_status] -= 1
                 counts[queue, status] += 1
 
@@ -176,29 +178,20 @@ class BatchView:
             self.left_flight_keyed[queue].append(record.id)
 
     def delete(self, record: JobRecord) -> None:
-        """Remove the job with its payload, error records and every index entry."""
+        """Remove the job with its payload, error records and every index entry: its own keys
+        with the request's other job writes (`flush`), what it keeps beside them now."""
         if record.status == IN_FLIGHT:
             self._left_flight(record.queue, record)
-        noted = self._noted.pop(record.id, None)
-        stored = indexed(record) if noted is None else noted[1]
-        if stored is not None:  # else created in this request: none of its own keys is written yet
-            status, priority, _, queue = stored
-            self._delete_stored(record, status, priority, queue)
-            self._counts[queue, status] -= 1
+        noted = self._noted.get(record.id)
+        if noted is None:
+            self._noted[record.id] = (record, indexed(record), None, True)
+        elif noted[1] is None:  # created in this request: none of its own keys is written yet
+            del self._noted[record.id]
+        else:
+            self._noted[record.id] = (record, noted[1], None, True)
         self._delete_extras(record)
         self._seen[record.id] = self._changed[record.id] = None
         self._payloads[record.id] = None
-
-    def _delete_stored(self, record: JobRecord, status: Status, priority: int, queue: str) -> None:
-        delete_data, delete_index = self.batch.delete_data, self.batch.delete_index
-        job_key, payload_key, status_key, queue_key, type_key = delete_keys(
-            record.id, record.type, status, priority, queue
-        )
-        delete_data(job_key)
-        delete_data(payload_key)
-        delete_index(status_key)
-        delete_index(queue_key)
-        delete_index(type_key)
 
     def _delete_extras(self, record: JobRecord) -> None:
         """What a job keeps beside its own keys: its result, workflow and fold entries, its error
@@ -225,7 +218,7 @@ class BatchView:
     def set_payload(self, job_id: int, payload: bytes) -> None:
         noted = self._noted.get(job_id)
         if noted is not None and noted[1] is None:  # created in this request: put with it
-            self._noted[job_id] = (noted[0], None, payload)
+            self._noted[job_id] = (noted[0], None, payload, False)
         else:
             self.batch.put_data(keys.payload_key(job_id), payload)
         self._payloads[job_id] = payload

@@ -45,10 +45,11 @@ class Batch(Protocol):
         self,
         data: Sequence[tuple[bytes, bytes]],
         index: Sequence[tuple[bytes, bytes]],
+        data_deletes: Sequence[bytes],
         index_deletes: Sequence[bytes],
     ) -> None:
-        """Puts to each family and deletes from the index, as one request's jobs need them (no
-        key is both put and deleted, so their order does not matter)."""
+        """Puts to and deletes from each family, as one request's jobs need them (no key is both
+        put and deleted, so their order does not matter)."""
 
     def __len__(self) -> int: ...
 

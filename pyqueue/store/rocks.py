@@ -106,6 +106,7 @@ class RocksBatch:
         self,
         data: Sequence[tuple[bytes, bytes]],
         index: Sequence[tuple[bytes, bytes]],
+        data_deletes: Sequence[bytes],
         index_deletes: Sequence[bytes],
     ) -> None:
         put, family = self.wb.put, self._data
@@ -114,6 +115,8 @@ class RocksBatch:
         for key, value in index:
             put(key, value)
         delete = self.wb.delete
+        for key in data_deletes:
+            delete(key, family)
         for key in index_deletes:
             delete(key)
 

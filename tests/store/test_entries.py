@@ -1,4 +1,4 @@
-"""The native writes of a job (pyqueue._native: job_writes, delete_keys) against the key codec
+"""The native writes of a job (pyqueue._native.job_writes) against the key codec
 (pyqueue.store.keys and the record's own methods): the same bytes, for every status, with and
 without a limit key, for names of any width, and several jobs in one call."""
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from pyqueue._native import delete_keys, job_writes
+from pyqueue._native import job_writes
 from pyqueue.engine.view import indexed
 from pyqueue.store import keys
 from pyqueue.store.records import JobRecord, Status
@@ -33,20 +33,19 @@ def record(**changes) -> JobRecord:  # type: ignore[no-untyped-def]
 )
 def test_a_new_job_writes_what_the_codec_says(status: Status, queue: str, limit_key: str) -> None:
     r = record(status=status, queue=queue, limit_key=limit_key, run_at_ms=11, expires_ms=22, type=queue[::-1])
-    data, index, deletes = job_writes([(r, None, b"the payload")])
+    data, index, data_deletes, index_deletes = job_writes([(r, None, b"the payload", False)])
     assert data == [(keys.job_key(r.id), r.encode()), (keys.payload_key(r.id), b"the payload")]
     assert index == [
         (r.status_key(), r.status_value()),
         (keys.queue_key(r.queue, r.status, r.id), b""),
         (keys.type_key(r.type, r.id), b""),
     ]
-    assert deletes == []
-    assert delete_keys(r.id, r.type, *indexed(r)[:2], r.queue) == (
-        keys.job_key(r.id),
-        keys.payload_key(r.id),
-        r.status_key(),
-        keys.queue_key(r.queue, r.status, r.id),
-        keys.type_key(r.type, r.id),
+    assert data_deletes == index_deletes == []
+    assert job_writes([(r, indexed(r), None, True)]) == (
+        [],
+        [],
+        [keys.job_key(r.id), keys.payload_key(r.id)],
+        [r.status_key(), keys.queue_key(r.queue, r.status, r.id), keys.type_key(r.type, r.id)],
     )
 
 
@@ -70,8 +69,9 @@ def test_a_change_moves_exactly_the_entries_that_change(start: Status, change: d
     old_queue_key = keys.queue_key(r.queue, r.status, r.id)
     for name, value in change.items():
         setattr(r, name, value)
-    data, index, deletes = job_writes([(r, before, None)])
+    data, index, data_deletes, deletes = job_writes([(r, before, None, False)])
     assert data == [(keys.job_key(r.id), r.encode())]
+    assert data_deletes == []
     moved = indexed(r) != before
     new_status_key = r.status_key()
     requeued = (r.status, r.queue) != (before[0], before[3])
@@ -88,17 +88,23 @@ def test_one_call_writes_many_jobs_each_as_alone() -> None:
     claimed = record(id=2)
     before = indexed(claimed)
     claimed.status, claimed.attempts = Status.IN_FLIGHT, 1
-    changes = [(created, None, b"p1"), (claimed, before, None)]
+    gone = record(id=3, status=Status.IN_FLIGHT)
+    changes = [
+        (created, None, b"p1", False),
+        (claimed, before, None, False),
+        (gone, indexed(gone), None, True),
+    ]
     together = job_writes(changes)  # type: ignore[arg-type]
     alone = [job_writes([change]) for change in changes]  # type: ignore[list-item]
-    for part in range(3):
+    for part in range(4):
         assert sorted(together[part]) == sorted(x for one in alone for x in one[part])  # type: ignore[type-var]
 
 
 def test_a_name_the_format_cannot_hold_is_refused() -> None:
     with pytest.raises(ValueError, match="past the key format's 255"):
-        job_writes([(record(queue="q" * 256), None, b"")])
+        job_writes([(record(queue="q" * 256), None, b"", False)])
     with pytest.raises(ValueError, match="past the key format's 255"):
-        delete_keys(1, "t" * 256, 2, 0, "mail")
+        r = record(type="t" * 256)
+        job_writes([(r, indexed(r), None, True)])
     with pytest.raises(ValueError):
         keys.queue_key("q" * 256, 2, 1)  # the Python codec refuses it too

@@ -1,16 +1,15 @@
 //! The PyO3 edge: thin wrappers that turn Python calls into calls on the plain-Rust core.
 //!
-//! Calls are coarse (a claim returns a batch of ids, a rebuild inserts a batch of keys, a record
-//! is encoded or decoded whole), and the one call that can block, `Coalescer.take_batch`, releases
-//! the GIL while it waits. Errors map to Python exceptions in one place: `closed_error` and
-//! `record_error`.
+//! Calls are coarse (a claim returns a batch of ids, a rebuild inserts a batch of keys, a
+//! request's job writes and a read's records cross in one call each: `records.rs`), and the one
+//! call that can block, `Coalescer.take_batch`, releases the GIL while it waits. Errors map to
+//! Python exceptions in one place: `closed_error`, `record_error` and `write_error`.
 
 mod records;
 
 use records::{read_started, Fields};
 
 use crate::coalescer::Coalescer as CoreCoalescer;
-use crate::keys::NameTooLong;
 use crate::push;
 use crate::ready::{claim, has_claimable, Lane, ReadyIndex as CoreReadyIndex};
 use crate::record::RecordError;
@@ -42,12 +41,8 @@ fn record_error(err: RecordError) -> PyErr {
     PyValueError::new_err(err.to_string())
 }
 
-/// A name the key format cannot hold: ValueError, as the Python codec's `bytes((len,))` raised.
-fn key_error(err: NameTooLong) -> PyErr {
-    PyValueError::new_err(err.to_string())
-}
-
-/// A job's write the formats cannot hold: ValueError, like the two above.
+/// A job's write the formats cannot hold (a record's field, or a name past a key's 255 bytes):
+/// ValueError, like a record that cannot be decoded.
 fn write_error(err: WriteError) -> PyErr {
     PyValueError::new_err(err.to_string())
 }

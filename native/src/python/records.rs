@@ -1,7 +1,7 @@
 //! Records across the boundary, whole and in batches: a request's job writes in one call
 //! (`job_writes`), a read's records decoded in one call (`decode_records`).
 
-use super::{key_error, record_error, write_error};
+use super::{record_error, write_error};
 use crate::keys::{self, Indexed};
 use crate::record::{saturate, Record};
 use crate::writes::JobWrites;
@@ -104,36 +104,55 @@ fn encode_record<'py>(record: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes
     Ok(PyBytes::new(record.py(), &encoded))
 }
 
+/// What a noted job's stored entries derive from: (status, priority, timer_ms, queue).
+fn stored<'py>(before: &Bound<'py, PyAny>) -> PyResult<(u8, u16, i64, Bound<'py, PyString>)> {
+    before.extract()
+}
+
 /// A request's job writes (native/src/writes.rs), from `changes`: for each job, (record, before,
-/// payload). `before` is None for a job created in this request (whose payload is then put under
-/// its key), else the (status, priority, timer_ms, queue) its stored entries derive from. Returns
-/// (data puts, index puts, index deletes), the puts as (key, value) pairs.
+/// payload, deleted). `before` is None for a job created in this request (whose payload is then
+/// put under its key), else the (status, priority, timer_ms, queue) its stored entries derive
+/// from; `deleted` says the job goes. Returns (data puts, index puts, data deletes, index
+/// deletes), the puts as (key, value) pairs.
 #[pyfunction]
-fn job_writes<'py>(
-    py: Python<'py>,
-    changes: &Bound<'py, PyList>,
-) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
+fn job_writes<'py>(py: Python<'py>, changes: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyTuple>> {
     let mut writes = JobWrites::default();
     let mut payloads: Vec<(u64, Bound<'py, PyAny>)> = Vec::new();
     for change in changes.iter() {
         let change = change.cast_into::<PyTuple>()?;
         let record = change.get_item(0)?;
         let before = change.get_item(1)?;
+        if change.get_item(3)?.is_truthy()? {
+            let (status, priority, timer_ms, queue) = stored(&before)?;
+            let id: u64 = record.getattr(intern!(py, "id"))?.extract()?;
+            let job_type = record
+                .getattr(intern!(py, "type"))?
+                .cast_into::<PyString>()?;
+            let at = Indexed {
+                status,
+                priority,
+                timer_ms,
+                queue: queue.to_str()?,
+            };
+            writes
+                .deleted(id, job_type.to_str()?, at)
+                .map_err(write_error)?;
+            continue;
+        }
         let fields = Fields::read(&record)?;
         let r = fields.record(read_started(&record)?)?;
         if before.is_none() {
             writes.created(fields.id, &r).map_err(write_error)?;
             payloads.push((fields.id, change.get_item(2)?));
         } else {
-            let (status, priority, timer_ms, queue): (u8, u16, i64, Bound<'py, PyString>) =
-                before.extract()?;
-            let before = Indexed {
+            let (status, priority, timer_ms, queue) = stored(&before)?;
+            let at = Indexed {
                 status,
                 priority,
                 timer_ms,
                 queue: queue.to_str()?,
             };
-            writes.saved(fields.id, &r, before).map_err(write_error)?;
+            writes.saved(fields.id, &r, at).map_err(write_error)?;
         }
     }
     let pair = |(key, value): (Vec<u8>, Vec<u8>)| {
@@ -151,30 +170,14 @@ fn job_writes<'py>(
     for put in writes.index {
         index.append(pair(put)?)?;
     }
-    let deletes = PyList::new(py, writes.deletes.iter().map(|key| PyBytes::new(py, key)))?;
-    Ok((data, index, deletes))
-}
-
-/// The keys a job's deletion removes besides its error and result records, given what its
-/// stored entries derive from: (job key, payload key, status key, queue key, type key).
-#[pyfunction]
-fn delete_keys<'py>(
-    py: Python<'py>,
-    job_id: u64,
-    job_type: &str,
-    status: u8,
-    priority: u16,
-    queue: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let bytes = |b: &[u8]| PyBytes::new(py, b).into_any();
+    let keys_of = |keys: &[Vec<u8>]| PyList::new(py, keys.iter().map(|key| PyBytes::new(py, key)));
     PyTuple::new(
         py,
         [
-            bytes(&keys::job_key(job_id)),
-            bytes(&keys::payload_key(job_id)),
-            bytes(&keys::status_key(status, job_id, queue, priority).map_err(key_error)?),
-            bytes(&keys::queue_key(queue, status, job_id).map_err(key_error)?),
-            bytes(&keys::type_key(job_type, job_id).map_err(key_error)?),
+            data.into_any(),
+            index.into_any(),
+            keys_of(&writes.data_deletes)?.into_any(),
+            keys_of(&writes.deletes)?.into_any(),
         ],
     )
 }
@@ -250,6 +253,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_record, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(job_writes, m)?)?;
-    m.add_function(wrap_pyfunction!(delete_keys, m)?)?;
     Ok(())
 }
