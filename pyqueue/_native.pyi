@@ -15,7 +15,6 @@ __all__ = [
     "Selection",
     "TimerSet",
     "__version__",
-    "decode_record",
     "decode_records",
     "encode_push",
     "encode_record",
@@ -132,16 +131,13 @@ def encode_record(record: Any) -> bytes:
     65535 saturate; a string past 65535 bytes (or a number out of its field's range) raises
     ValueError (OverflowError)."""
 
-def decode_record(job_id: int, raw: bytes, statuses: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Decode a record into JobRecord's constructor arguments, in its field order, with
-    `statuses[code]` for its status. A damaged, truncated or newer record raises ValueError
-    naming the field."""
-
 def decode_records(
     cls: type[_R], ids: list[int], raws: list[bytes | None], statuses: tuple[Any, ...]
 ) -> list[_R | None]:
-    """Records read in one batch, each made as `cls(*decode_record(id, raw, statuses))` (None
-    where `raws` holds None). A damaged record raises ValueError: decode one at a time to name it."""
+    """Records read from the store, in one call: each made as `cls(id, status, queue, ...)`, its
+    fields in JobRecord's order and `statuses[code]` for its status (None where `raws` holds
+    None). A damaged, truncated or newer record raises ValueError naming the field: decode one
+    at a time to name the job."""
 
 # A job's writes (native/src/writes.rs); the keys are the same bytes as pyqueue.store.keys'. A
 # queue or type name past 255 bytes, or a field past its format's range, raises ValueError

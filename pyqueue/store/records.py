@@ -18,7 +18,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyqueue._native import decode_record, decode_records, encode_record
+from pyqueue._native import decode_records, encode_record
 from pyqueue.store import keys
 
 _STATUS_VALUE = struct.Struct(">Hq")
@@ -110,9 +110,11 @@ class JobRecord:
     @classmethod
     def decode(cls, job_id: int, raw: bytes) -> "JobRecord":
         try:
-            return cls(*decode_record(job_id, raw, _STATUSES))
+            (record,) = decode_records(cls, [job_id], [raw], _STATUSES)
         except ValueError as exc:
             raise CorruptRecordError(f"job {job_id}: undecodable record ({exc})") from exc
+        assert record is not None
+        return record
 
     @classmethod
     def decode_many(cls, job_ids: list[int], raws: Sequence[bytes | None]) -> "list[JobRecord | None]":

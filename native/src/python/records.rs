@@ -182,11 +182,11 @@ fn job_writes<'py>(py: Python<'py>, changes: &Bound<'py, PyList>) -> PyResult<Bo
     )
 }
 
-/// Decode a record into the JobRecord constructor's arguments, in its field order:
-/// (job_id, status, queue, type, priority, created_ms, updated_ms, attempts, max_retries, lost,
-/// errors, lease, timeout_ms, run_at_ms, expires_ms, content_type, unique_key, options,
-/// started_ms, limit_key). `statuses[code]` is what a status code becomes (None: unknown).
-#[pyfunction]
+/// A record as the JobRecord constructor's arguments, in its field order: (job_id, status,
+/// queue, type, priority, created_ms, updated_ms, attempts, max_retries, lost, errors, lease,
+/// timeout_ms, run_at_ms, expires_ms, content_type, unique_key, options, started_ms,
+/// limit_key). `statuses[code]` is what a status code becomes (None: unknown). The tuple stays
+/// on this side: `decode_records` hands it to the constructor.
 fn decode_record<'py>(
     job_id: &Bound<'py, PyAny>,
     raw: &[u8],
@@ -250,7 +250,6 @@ fn decode_records<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_record, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(job_writes, m)?)?;
     Ok(())
