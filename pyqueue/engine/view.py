@@ -19,9 +19,10 @@ needs no read: the writer is the only one that changes records, and the cache is
 after the batch that changed them was written.
 """
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyqueue._native import job_writes
 from pyqueue.engine.counts import Counts
@@ -98,6 +99,7 @@ class BatchView:
         self.events: defaultdict[tuple[str, str], int] = defaultdict(int)  # faster than a Counter
         self.waits: dict[str, list[float]] = {}
         self._meta: dict[bytes, bytes | None] = {}
+        self._docs: dict[bytes, Any] = {}  # JSON metadata changed by this request, written by `flush`
         self.left_flight: defaultdict[str, int] = defaultdict(int)  # queue -> jobs that left flight
         self.left_flight_keyed: defaultdict[str, list[int]] = defaultdict(list)  # those with a limit key
 
@@ -148,7 +150,12 @@ class BatchView:
 
     def flush(self) -> None:
         """Hand the request's noted jobs to the batch: one native call builds every record and
-        index write, and the counts follow each job from where the store has it to where it ends."""
+        index write, and the counts follow each job from where the store has it to where it ends.
+        The JSON documents it changed are encoded once each."""
+        if self._docs:
+            docs, self._docs = self._docs, {}
+            for key, doc in docs.items():
+                self.put_meta(key, json.dumps(doc, separators=(",", ":")).encode())
         if not self._noted:
             return
         noted = list(self._noted.values())
@@ -236,17 +243,32 @@ class BatchView:
 
     def get_meta(self, key: bytes) -> bytes | None:
         """A server metadata value as this batch leaves it (an earlier request may have set it)."""
+        if key in self._docs:
+            return json.dumps(self._docs[key], separators=(",", ":")).encode()
         if key in self._meta:
             return self._meta[key]
         return self.store.get(Family.DATA, key)
 
     def put_meta(self, key: bytes, value: bytes | None) -> None:
         """Set (None: delete) a server metadata value in this batch."""
+        self._docs.pop(key, None)
         self._meta[key] = value
         if value is None:
             self.batch.delete(Family.DATA, key)
         else:
             self.batch.put(Family.DATA, key, value)
+
+    def get_doc(self, key: bytes) -> Any:
+        """A JSON metadata value, parsed (None: there is none). One this request changed is the
+        object it put, so many changes to one document in a request cost one encoding."""
+        if key in self._docs:
+            return self._docs[key]
+        raw = self.get_meta(key)
+        return None if raw is None else json.loads(raw)
+
+    def put_doc(self, key: bytes, doc: Any) -> None:
+        """Set a JSON metadata value; it is encoded when the request ends (`flush`)."""
+        self._docs[key] = doc
 
     @property
     def jobs_changed(self) -> int:

@@ -143,3 +143,32 @@ def test_a_record_the_format_cannot_hold_is_named(store: RocksStore) -> None:
     with pytest.raises(JobWriteError, match=r"job 7: .*255") as stored:
         view.flush()
     assert stored.value.stored_id == 7
+
+
+def test_a_json_document_changed_many_times_in_a_request_is_written_once_as_last_left(
+    store: RocksStore,
+) -> None:
+    key, gone = keys.meta_key("doc"), keys.meta_key("gone")
+    view = BatchView(store, NOW, InFlightCache())
+    assert view.get_doc(key) is None
+    view.put_doc(key, {"n": 0})
+    for _ in range(3):
+        doc = view.get_doc(key)
+        doc["n"] += 1  # the object put: no parse, no encoding per change
+        view.put_doc(key, doc)
+    assert view.get_meta(key) == b'{"n":3}'  # a raw read sees it too
+    view.put_doc(gone, {"x": 1})
+    view.put_meta(gone, None)  # a raw write after it wins
+    assert len(view.batch) == 1  # that delete: the document is not written yet
+    view.flush()
+    assert len(view.batch) == 2  # written once
+    store.write(view.batch)
+    assert store.get(Family.DATA, key) == b'{"n":3}' and store.get(Family.DATA, gone) is None
+
+    def later(view: BatchView) -> None:
+        doc = view.get_doc(key)
+        doc["n"] += 1  # a fresh copy: changed but not put, so not written
+        assert view.get_doc(key) == {"n": 3}
+
+    commit(store, InFlightCache(), later)
+    assert store.get(Family.DATA, key) == b'{"n":3}'

@@ -35,8 +35,14 @@ def launch(
 
 
 def load(view: BatchView, batch_id: int) -> dict[str, Any] | None:
-    raw = view.get_meta(keys.batch_key(batch_id))
-    return None if raw is None else dict(json.loads(raw))
+    """The batch's record as this request leaves it: change it, then `save` it."""
+    batch: dict[str, Any] | None = view.get_doc(keys.batch_key(batch_id))
+    return batch
+
+
+def save(view: BatchView, batch_id: int, batch: dict[str, Any]) -> None:
+    """Keep the batch's record (encoded once, when the request ends, however many events it had)."""
+    view.put_doc(keys.batch_key(batch_id), batch)
 
 
 def open_batch(
@@ -64,7 +70,7 @@ def open_batch(
     }
     if given is not None:
         batch["in"] = given
-    view.put_meta(keys.batch_key(batch_id), _dump(batch))
+    save(view, batch_id, batch)
     flows.count("batches_opened")
     add_members(view, writes, flows, batch_id, group["members"])
     return batch_id
@@ -81,7 +87,7 @@ def add_members(
     batch["total"] += len(members)
     batch["counts"]["pending"] += len(members)
     _unfinish(view, batch_id, batch)
-    view.put_meta(keys.batch_key(batch_id), _dump(batch))
+    save(view, batch_id, batch)
     for i in range(base, base + len(members)):
         view.put_meta(keys.member_key(batch_id, i), b'{"s":"pending"}')
     flow: dict[str, Any] = {"w": batch["w"], "b": batch_id}
@@ -124,7 +130,7 @@ def apply_event(
         member["r"] = result
     view.put_meta(key, _dump(member))
     if batch["counts"]["pending"]:
-        view.put_meta(keys.batch_key(batch_id), _dump(batch))
+        save(view, batch_id, batch)
     settle(view, writes, flows, batch_id, batch)
 
 
@@ -139,7 +145,7 @@ def settle(
     if counts["pending"]:
         if "expires_ms" in batch:  # revived: no longer finished
             _unfinish(view, batch_id, batch)
-            view.put_meta(keys.batch_key(batch_id), _dump(batch))
+            save(view, batch_id, batch)
         return
     cancelled = view.get_meta(keys.cancelled_flow_key(batch["w"])) is not None
     succeeded = counts["completed"] == batch["total"]
@@ -165,7 +171,7 @@ def settle(
     _unfinish(view, batch_id, batch)
     batch["expires_ms"] = view.now_ms + keep_ms
     view.batch.put_index(keys.flow_expiry_key(batch["expires_ms"], b"b", batch_id), b"")
-    view.put_meta(keys.batch_key(batch_id), _dump(batch))
+    save(view, batch_id, batch)
 
 
 def _fire(
