@@ -42,6 +42,11 @@ Noted = tuple[JobRecord, Indexed | None, bytes | None, bool]
 in this request); its payload, if created; whether it is deleted."""
 
 
+def dump_doc(doc: Any) -> bytes:
+    """A JSON metadata value's stored form (compact)."""
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
 class JobWriteError(Exception):
     """A job's record or keys the formats cannot hold (a bug, or a check that let it through).
     `stored_id` names the job if it was stored before this request (the one to blame); a job
@@ -155,7 +160,7 @@ class BatchView:
         if self._docs:
             docs, self._docs = self._docs, {}
             for key, doc in docs.items():
-                self.put_meta(key, json.dumps(doc, separators=(",", ":")).encode())
+                self.put_meta(key, dump_doc(doc))
         if not self._noted:
             return
         noted = list(self._noted.values())
@@ -244,7 +249,7 @@ class BatchView:
     def get_meta(self, key: bytes) -> bytes | None:
         """A server metadata value as this batch leaves it (an earlier request may have set it)."""
         if key in self._docs:
-            return json.dumps(self._docs[key], separators=(",", ":")).encode()
+            return dump_doc(self._docs[key])
         if key in self._meta:
             return self._meta[key]
         return self.store.get(Family.DATA, key)

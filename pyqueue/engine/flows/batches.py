@@ -14,14 +14,10 @@ from typing import Any
 from pyqueue.engine.flows.context import Flows
 from pyqueue.engine.flows.launch import Writes, launch_job
 from pyqueue.engine.flows.plan import GroupStep, JobStep, Step
-from pyqueue.engine.view import BatchView
+from pyqueue.engine.view import BatchView, dump_doc
 from pyqueue.store import keys
 
 STATES = ("pending", "completed", "dead", "cancelled", "deleted")
-
-
-def _dump(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def launch(
@@ -128,7 +124,7 @@ def apply_event(
         flows.count("events_counted")
     if state == "completed" and result is not None:
         member["r"] = result
-    view.put_meta(key, _dump(member))
+    view.put_meta(key, dump_doc(member))
     if batch["counts"]["pending"]:
         save(view, batch_id, batch)
     settle(view, writes, flows, batch_id, batch)

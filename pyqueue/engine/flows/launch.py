@@ -10,7 +10,7 @@ from pyqueue.engine.flows.context import Flows
 from pyqueue.engine.flows.plan import JobStep, job_from_dict
 from pyqueue.engine.model import new_record
 from pyqueue.engine.retry import JobOptions
-from pyqueue.engine.view import BatchView
+from pyqueue.engine.view import BatchView, dump_doc
 from pyqueue.store import keys
 from pyqueue.store.records import JobRecord, Status
 
@@ -73,4 +73,4 @@ def note_job(view: BatchView, batch_id: int, index: int, job_id: int) -> None:
     key = keys.member_key(batch_id, index)
     member = json.loads(view.get_meta(key) or b'{"s":"pending"}')
     member["j"] = job_id
-    view.put_meta(key, json.dumps(member, separators=(",", ":")).encode())
+    view.put_meta(key, dump_doc(member))

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from pyqueue.engine.flows.context import SEQ_META, Flows
-from pyqueue.engine.view import BatchView
+from pyqueue.engine.view import BatchView, dump_doc
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
 
@@ -20,7 +20,7 @@ from pyqueue.store.contract import Family, Store
 def put(view: BatchView, writes: Any, flows: Flows, to: int, entry: dict[str, Any]) -> None:
     seq = flows.next_seq
     flows.next_seq += 1
-    view.put_meta(keys.outbox_key(seq), json.dumps({"to": to, **entry}, separators=(",", ":")).encode())
+    view.put_meta(keys.outbox_key(seq), dump_doc({"to": to, **entry}))
     view.put_meta(keys.meta_key(SEQ_META), str(seq).encode())
     writes.outbox_high = seq
     writes.outbox_of = flows
