@@ -112,7 +112,7 @@ def test_the_dashboard_shows_and_steers_the_queues(tmp_path, browser) -> None:  
             # The workers page lists a connected worker.
             with client.take("media"):
                 browser.get(f"{base}#/workers")
-                wait.until(EC.text_to_be_present_in_element((By.ID, "workers-table"), f"pid {os.getpid()}"))
+                _wait_for_this_worker(wait, browser, client)
     finally:
         server.close()
 
@@ -178,12 +178,29 @@ def test_on_two_shards_one_worker_is_one_row_limits_show_and_job_links_work(tmp_
 
             with client.take([first, second]):  # one worker, a stream to each shard
                 browser.get(f"{base}#/workers")
-                wait.until(EC.text_to_be_present_in_element((By.ID, "workers-table"), f"pid {os.getpid()}"))
+                _wait_for_this_worker(wait, browser, client)
                 rows = browser.find_elements(By.CSS_SELECTOR, "#workers-table tbody tr")
                 assert len(rows) == 1, [r.text for r in rows]
                 assert first in rows[0].text and second in rows[0].text
     finally:
         server.close()
+
+
+def _wait_for_this_worker(wait, browser, client: pyqueue.Client) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the workers page lists this process; past the wait, fail with what the page
+    and the server said (the page refreshes every 2 s, so a late stream shows on a refresh)."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    try:
+        wait.until(EC.text_to_be_present_in_element((By.ID, "workers-table"), f"pid {os.getpid()}"))
+    except TimeoutException:
+        page = browser.find_element(By.TAG_NAME, "body").text
+        raise AssertionError(
+            f"the workers page never listed pid {os.getpid()}; it shows:\n{page}\n"
+            f"the server lists: {client.workers()}"
+        ) from None
 
 
 def _one_queue_per_shard(client: pyqueue.Client) -> tuple[str, str]:
@@ -347,5 +364,30 @@ def test_the_batches_page_shows_each_batch_s_progress(tmp_path, browser) -> None
             }
             assert cells == {"pending": "1", "completed": "1", "dead": "1"}
             assert "album" in browser.find_element(By.CSS_SELECTOR, row).text
+    finally:
+        server.close()
+
+
+def test_a_live_page_that_lost_its_server_says_so_and_recovers_by_itself(tmp_path, browser) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server = ServerProcess(tmp_path / "data").start()
+    wait = WebDriverWait(browser, 30)
+    try:
+        http = server.http_address
+        server.args[server.args.index("--http-listen") + 1] = http  # restarted where the page asks
+        browser.get(f"http://{http}/#/workers")
+        wait.until(EC.text_to_be_present_in_element((By.ID, "workers-table"), "no worker is connected"))
+
+        server.stop()  # a deploy: the page's next refresh fails
+        wait.until(lambda b: b.find_element(By.ID, "message").get_attribute("class") == "error")
+        assert browser.find_element(By.ID, "message").text, "the page says why"
+
+        server.restart()
+        with pyqueue.Client(server.address) as client, client.take("mail"):
+            _wait_for_this_worker(wait, browser, client)  # refreshed on its own, no reload
+        assert browser.find_element(By.ID, "message").text == "", "the error is over"
     finally:
         server.close()
