@@ -73,7 +73,17 @@ class Security:
     def _credentials(self) -> grpc.ChannelCredentials:
         return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
 
+    def _tls_options(self, address: str, options: Options) -> Options:
+        """Over TLS, a channel to several nodes would check each node's certificate against the
+        whole list of addresses, which no certificate names: it checks the first node's host
+        instead, so every node's certificate must name that host too (a name they share)."""
+        if not self.tls or "," not in address or address.startswith(("ipv4:", "ipv6:", "dns:", "unix:")):
+            return options
+        first = address.split(",", 1)[0].strip().rpartition(":")[0].strip("[]")
+        return [*options, ("grpc.ssl_target_name_override", first)]
+
     def channel(self, address: str, options: Options) -> grpc.Channel:
+        options = self._tls_options(address, options)
         address = target(address)
         channel = (
             grpc.secure_channel(address, self._credentials(), options=options)
@@ -83,6 +93,7 @@ class Security:
         return grpc.intercept_channel(channel, _SyncToken(self.token)) if self.token else channel
 
     def aio_channel(self, address: str, options: Options) -> grpc.aio.Channel:
+        options = self._tls_options(address, options)
         address = target(address)
         interceptors: list[Any] | None = (
             [_AioUnaryToken(self.token), _AioStreamToken(self.token)] if self.token else None

@@ -139,3 +139,20 @@ def test_the_http_api_and_the_dashboard_work_behind_tls(tmp_path, pki, shards: i
         assert call("POST", f"/api/jobs/{ids[1]}/delete", {})["done"] == "delete"
     finally:
         server.close()
+
+
+def test_a_client_given_several_addresses_checks_the_certificate_against_the_first_host(
+    tmp_path, pki
+) -> None:  # type: ignore[no-untyped-def]
+    ours, _, pair = pki
+    server = ServerProcess(
+        tmp_path / "data", "--tls-cert", str(pair.cert), "--tls-key", str(pair.key)
+    ).start()
+    try:
+        port = server.address.rsplit(":", 1)[1]
+        # A cluster's nodes, as a client is given them; gRPC alone checked the certificate
+        # against the whole list ("Hostname Verification Check failed").
+        with pyqueue.Client(f"127.0.0.1:{port},localhost:{port}", ca=ours.path, timeout=30) as client:
+            _round_trip(client)
+    finally:
+        server.close()
