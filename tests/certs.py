@@ -34,16 +34,17 @@ class Authority:
         self.path = directory / f"{name}-ca.pem"
         self.path.write_bytes(self.cert.public_bytes(_PEM))
 
-    def issue(self, name: str, *, server: bool, hosts: tuple[str, ...] = ("127.0.0.1",)) -> Pair:
+    def issue(
+        self, name: str, *, server: bool, client: bool = False, hosts: tuple[str, ...] = ("127.0.0.1",)
+    ) -> Pair:
+        """A server's certificate (with `client` too: a cluster node's, which also dials its
+        peers), or a client's."""
         key = ec.generate_private_key(ec.SECP256R1())
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+        usages += [ExtendedKeyUsageOID.CLIENT_AUTH] if client or not server else []
         builder = _builder(
             x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]), self.subject, key.public_key()
-        ).add_extension(
-            x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
-            ),
-            critical=False,
-        )
+        ).add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         if server:
             names: list[x509.GeneralName] = [x509.DNSName("localhost")]
             names += [x509.IPAddress(IPv4Address(h)) for h in hosts]

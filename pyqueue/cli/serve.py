@@ -204,6 +204,13 @@ def check_server_installed() -> None:
 )
 @click.option("--node", default="", help="This node's name in the cluster (unique; default: the host name).")
 @click.option(
+    "--cluster-ca",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="With --tls-cert: the PEM CA that issued the other nodes' certificates, which a node "
+    "checks when it forwards a call to another node (default: the system's trusted CAs).",
+)
+@click.option(
     "--cluster-name",
     default="pyqueue",
     show_default=True,
@@ -302,6 +309,7 @@ def _refuse_a_sharded_store(data_dir: Path, shard_count: int) -> None:
 _OWN = {"--data-dir", "--listen", "--shards", "--http-listen", "--advertise"}
 # A cluster node's supervisor gives its shards these as it resolved them (ClusterConfig.args).
 _OWN |= {"--cluster", "--node", "--cluster-name", "--lease", "--replicas", "--snapshot-bytes"}
+_OWN |= {"--cluster-ca"}  # only the supervisor's router dials other nodes
 _OWN_FLAGS = {"--init"}  # the supervisor decides which shard may create its store
 
 

@@ -61,6 +61,7 @@ class ServeFlags:
     tls_cert: Path | None
     tls_key: Path | None
     tls_client_ca: Path | None
+    cluster_ca: Path | None
     auth_file: Path | None
     advertise: str | None
     unique_across_queues: bool
@@ -117,11 +118,13 @@ class ServeFlags:
         from pyqueue.cluster.nats_link import ClusterConfig
 
         if not self.cluster_urls:
+            if self.cluster_ca is not None:
+                raise click.UsageError("--cluster-ca is for a cluster's nodes: give --cluster too")
             return None
-        if self.tls_cert is not None:
+        if self.cluster_ca is not None and self.tls_cert is None:
             raise click.UsageError(
-                "--cluster with --tls-cert is not supported yet: a node forwards to the other nodes' "
-                "owners in plaintext (docs/cluster.md, what the cluster does not do yet)"
+                "--cluster-ca checks the other nodes' TLS certificates: give this node's own "
+                "--tls-cert and --tls-key too (the nodes of a cluster serve TLS alike or not at all)"
             )
         urls = tuple(u.strip() for u in self.cluster_urls.split(",") if u.strip())
         node = self.node or socket.gethostname().split(".")[0]
@@ -161,7 +164,7 @@ class ServeFlags:
             summary_s=self.summary_every,
             http_listen=self.http_listen,
             auth_file=self.auth_file,
-            tls=TlsFiles(self.tls_cert, self.tls_key, self.tls_client_ca)
+            tls=TlsFiles(self.tls_cert, self.tls_key, self.tls_client_ca, self.cluster_ca)
             if self.tls_cert and self.tls_key
             else None,
             advertise=advertised_host(self.listen, self.advertise),

@@ -19,12 +19,14 @@ DEFAULT_DATA_DIR = defaults.DATA_DIR
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """PEM files: the server's certificate chain and key, and the CA whose client certificates
-    it requires (None: no client certificate asked)."""
+    """PEM files: the server's certificate chain and key, the CA whose client certificates it
+    requires (None: no client certificate asked), and on a cluster's node the CA of the other
+    nodes' certificates (None: the system's trusted CAs)."""
 
     cert: Path
     key: Path
     client_ca: Path | None = None
+    peer_ca: Path | None = None
 
     def ssl_context(self) -> ssl.SSLContext:
         """The same certificates for the HTTP port."""
@@ -34,6 +36,13 @@ class TlsFiles:
             context.load_verify_locations(self.client_ca)
             context.verify_mode = ssl.CERT_REQUIRED
         return context
+
+    def peer_credentials(self) -> grpc.ChannelCredentials:
+        """How a node dials another node: trusting the peers' CA, and showing its own certificate
+        for the peers that require one (--tls-client-ca), so it needs the clientAuth usage too."""
+        return grpc.ssl_channel_credentials(
+            self.peer_ca.read_bytes() if self.peer_ca else None, self.key.read_bytes(), self.cert.read_bytes()
+        )
 
     def credentials(self) -> grpc.ServerCredentials:
         pair = [(self.key.read_bytes(), self.cert.read_bytes())]

@@ -54,14 +54,21 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
         self.enqueue_streams: set[AnsweringStream] = set()
         self.stubs = [pb_grpc.QueueStub(c) for c in self.channels]
 
-    async def moved(self, shard: int, address: str, dial: str) -> None:
-        """A restarted shard could not have its old port back: calls and the topology that clients
-        learn (GetTopology) follow it to its new address (`dial`: where the router reaches it)."""
+    async def moved(
+        self, shard: int, address: str, dial: str, credentials: grpc.ChannelCredentials | None = None
+    ) -> None:
+        """A restarted shard could not have its old port back, or a cluster's shard has a new
+        owner: calls and the topology that clients learn (GetTopology) follow it to its new
+        address (`dial`: where the router reaches it; with `credentials`, over TLS: another node)."""
         addresses = list(self.topology.addresses)
         addresses[shard] = address
         self.topology = dataclasses.replace(self.topology, addresses=tuple(addresses))
         old = self.channels[shard]
-        self.channels[shard] = grpc.aio.insecure_channel(dial, options=self.options)
+        self.channels[shard] = (
+            grpc.aio.secure_channel(dial, credentials, options=self.options)
+            if credentials is not None
+            else grpc.aio.insecure_channel(dial, options=self.options)
+        )
         self.stubs[shard] = pb_grpc.QueueStub(self.channels[shard])
         await old.close(None)
 

@@ -30,7 +30,7 @@ from pyqueue.cluster.fail_stop import HANDED_OVER, LOST_SHARD
 from pyqueue.cluster.metadata import MetadataError, read_json, write_json
 from pyqueue.server.app import advertised, dialable, start_grpc
 from pyqueue.server.auth import Authority
-from pyqueue.server.config import ServerConfig
+from pyqueue.server.config import ServerConfig, TlsFiles
 from pyqueue.server.http import HttpEndpoint
 from pyqueue.server.relay import start_relays, stop_relays
 from pyqueue.server.rights import Guard
@@ -308,9 +308,13 @@ async def _join_cluster(config: ServerConfig, processes: list[ShardProcess], hos
     return nodes
 
 
-async def _follow_owners(nodes: "NodeMap", router: Router) -> "asyncio.Task[None]":
-    """Forward to each shard's owner wherever it serves; wait (a while) for every shard to have one."""
-    following = asyncio.create_task(nodes.follow(lambda shard, a: router.moved(shard, a, dialable(a))))
+async def _follow_owners(nodes: "NodeMap", router: Router, tls: TlsFiles | None) -> "asyncio.Task[None]":
+    """Forward to each shard's owner wherever it serves (over TLS when the nodes serve it); wait
+    (a while) for every shard to have one."""
+    credentials = tls.peer_credentials() if tls is not None else None
+    following = asyncio.create_task(
+        nodes.follow(lambda shard, a: router.moved(shard, a, dialable(a), credentials))
+    )
     if not await nodes.all_owned(2 * nodes.config.lease_s + 30):
         log.warning("not every shard has an owner yet; serving those that have")
     return following
@@ -348,7 +352,7 @@ async def supervise(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     router = Router(topology, [p.dial for p in processes], config.max_message_bytes)
-    following = await _follow_owners(nodes, router) if nodes is not None else None
+    following = await _follow_owners(nodes, router, config.tls) if nodes is not None else None
     carriers = start_relays(shards, lambda shard: router.stubs[shard], config.auth_file)
     authority = Authority.load(config.auth_file) if config.auth_file else None
     calls = CallsInHand()
