@@ -1,11 +1,13 @@
-"""A cluster whose nodes serve TLS and require client certificates (mTLS): a node forwards what
-it does not own to the other nodes over TLS, checking their certificates against --cluster-ca and
-showing its own; clients see one cluster, and a client without a certificate gets nowhere."""
+"""A cluster whose nodes serve TLS, require client certificates (mTLS) and tokens: a node forwards
+what it does not own to the other nodes over TLS, checking their certificates against --cluster-ca
+and showing its own, with the caller's token, whose rights the owner checks; clients see one
+cluster, and a client without a certificate gets nowhere."""
 
 from pathlib import Path
 
 import grpc
 import pytest
+from auth_files import write_auth_file
 from certs import Authority
 from cluster_nodes import Cluster, wait_until
 from harness import queue_on
@@ -17,7 +19,7 @@ from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
 
-def test_nodes_forward_to_each_other_over_mtls(
+def test_nodes_forward_to_each_other_over_mtls_with_the_callers_token(
     tmp_path: Path, nats: NatsCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ca = Authority(tmp_path, "ours")
@@ -29,8 +31,11 @@ def test_nodes_forward_to_each_other_over_mtls(
         ("PYQUEUE_TLS_KEY", user.key),
     ):
         monkeypatch.setenv(name, str(path))  # the clients of the test and of cluster_nodes
+    tokens = write_auth_file(tmp_path / "auth.toml")
+    monkeypatch.setenv("PYQUEUE_TOKEN", tokens["root"])
     tls = ("--tls-cert", str(node.cert), "--tls-key", str(node.key), "--tls-client-ca", str(ca.path))
-    cluster = Cluster(tmp_path, nats, 2, 2.0, *tls, "--cluster-ca", str(ca.path)).start()
+    auth = ("--auth-file", str(tmp_path / "auth.toml"))
+    cluster = Cluster(tmp_path, nats, 2, 2.0, *tls, "--cluster-ca", str(ca.path), *auth).start()
     try:
         wait_until(lambda: cluster.owner(0) is not cluster.owner(1), 60, "the shards are balanced")
         owners = {cluster.owner(0), cluster.owner(1)}
@@ -43,11 +48,20 @@ def test_nodes_forward_to_each_other_over_mtls(
         )
         with grpc.secure_channel(idle.address, credentials) as channel:
             stub = pb_grpc.QueueStub(channel)
-            topology = Topology.from_pb(stub.GetTopology(pb.TopologyRequest(), timeout=30))
+            root = [("authorization", f"Bearer {tokens['root']}")]
+            topology = Topology.from_pb(stub.GetTopology(pb.TopologyRequest(), timeout=30, metadata=root))
             queues = [queue_on(topology, 0), queue_on(topology, 1)]
             jobs = [pb.NewJob(type="t", queue=q) for q in queues]
-            ids = [e.id for e in stub.Enqueue(pb.EnqueueRequest(jobs=jobs), timeout=30).jobs]
-            assert [stub.GetJob(pb.GetJobRequest(id=i), timeout=30).queue for i in ids] == queues
+            ids = [e.id for e in stub.Enqueue(pb.EnqueueRequest(jobs=jobs), timeout=30, metadata=root).jobs]
+            got = [stub.GetJob(pb.GetJobRequest(id=i), timeout=30, metadata=root).queue for i in ids]
+            assert got == queues
+            # The owner checks the forwarded token's rights: a reader may not enqueue.
+            reader = [("authorization", f"Bearer {tokens['reader']}")]
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Enqueue(
+                    pb.EnqueueRequest(jobs=[pb.NewJob(type="t", queue="emails")]), timeout=30, metadata=reader
+                )
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED, refused.value.details()
 
         # The official client, given only that node: it learns the owners and dials them itself.
         with pyqueue.Client(idle.address, timeout=30) as client:
