@@ -48,7 +48,7 @@ def test_nodes_forward_to_each_other_over_mtls_with_the_callers_token(
         )
         with grpc.secure_channel(idle.address, credentials) as channel:
             stub = pb_grpc.QueueStub(channel)
-            root = [("authorization", f"Bearer {tokens['root']}")]
+            root = (("authorization", f"Bearer {tokens['root']}"),)
             topology = Topology.from_pb(stub.GetTopology(pb.TopologyRequest(), timeout=30, metadata=root))
             queues = [queue_on(topology, 0), queue_on(topology, 1)]
             jobs = [pb.NewJob(type="t", queue=q) for q in queues]
@@ -56,7 +56,7 @@ def test_nodes_forward_to_each_other_over_mtls_with_the_callers_token(
             got = [stub.GetJob(pb.GetJobRequest(id=i), timeout=30, metadata=root).queue for i in ids]
             assert got == queues
             # The owner checks the forwarded token's rights: a reader may not enqueue.
-            reader = [("authorization", f"Bearer {tokens['reader']}")]
+            reader = (("authorization", f"Bearer {tokens['reader']}"),)
             with pytest.raises(grpc.RpcError) as refused:
                 stub.Enqueue(
                     pb.EnqueueRequest(jobs=[pb.NewJob(type="t", queue="emails")]), timeout=30, metadata=reader
