@@ -3,14 +3,17 @@
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from pyqueue.cluster.nats_link import NatsLink
+    from pyqueue.cluster.nats_link import ClusterConfig, NatsLink
+
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.group()
@@ -19,16 +22,46 @@ def cluster() -> None:
 
 
 def _nats_options(command: Callable[..., None]) -> Callable[..., None]:
-    command = click.option("--cluster-name", default="pyqueue", show_default=True)(command)
-    return click.option(
-        "--cluster", "urls", required=True, metavar="NATS_URLS", help="nats://HOST:PORT, comma-separated."
-    )(command)
+    """How to reach the cluster's NATS servers: the same flags as `pyqueue serve`'s."""
+    for option in reversed(
+        [
+            click.option(
+                "--cluster",
+                "urls",
+                required=True,
+                metavar="NATS_URLS",
+                help="nats://HOST:PORT, comma-separated.",
+            ),
+            click.option("--cluster-name", default="pyqueue", show_default=True),
+            click.option(
+                "--cluster-ca", type=_FILE, default=None, help="PEM CA of the NATS servers' certificates."
+            ),
+            click.option(
+                "--tls-cert", type=_FILE, default=None, help="PEM certificate to show NATS, if it asks."
+            ),
+            click.option("--tls-key", type=_FILE, default=None, help="PEM private key of --tls-cert."),
+        ]
+    ):
+        command = option(command)
+    return command
 
 
-def _run(urls: str, cluster_name: str, operation: "Callable[[NatsLink], Awaitable[str]]") -> None:
-    from pyqueue.cluster.nats_link import ClusterConfig, ClusterError, NatsLink
+def _config(
+    urls: str, cluster_name: str, cluster_ca: Path | None, tls_cert: Path | None, tls_key: Path | None
+) -> "ClusterConfig":
+    from pyqueue.cluster.nats_link import ClusterConfig
 
-    config = ClusterConfig(urls=_urls(urls), node="cli", name=cluster_name)
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    return ClusterConfig(
+        urls=_urls(urls), node="cli", name=cluster_name, ca=cluster_ca, cert=tls_cert, key=tls_key
+    )
+
+
+def _run(nats: dict[str, Any], operation: "Callable[[NatsLink], Awaitable[str]]") -> None:
+    from pyqueue.cluster.nats_link import ClusterError, NatsLink
+
+    config = _config(**nats)
     try:
         link = NatsLink(config).start()
         try:
@@ -48,51 +81,52 @@ def _urls(urls: str) -> tuple[str, ...]:
 @click.argument("node")
 @_nats_options
 @click.option("--timeout", type=float, default=120.0, show_default=True)
-def move(shard: int, node: str, urls: str, cluster_name: str, timeout: float) -> None:
+def move(shard: int, node: str, timeout: float, **nats: Any) -> None:
     """Hand SHARD over to NODE: its owner finishes what it holds, then NODE serves it."""
     from pyqueue.cluster import operations
 
-    _run(urls, cluster_name, lambda link: operations.move(link, shard, node, timeout))
+    _run(nats, lambda link: operations.move(link, shard, node, timeout))
 
 
 @cluster.command()
 @click.argument("node")
 @_nats_options
 @click.option("--timeout", type=float, default=300.0, show_default=True)
-def drain(node: str, urls: str, cluster_name: str, timeout: float) -> None:
+def drain(node: str, timeout: float, **nats: Any) -> None:
     """Move every shard away from NODE (for maintenance) and keep it from taking any."""
     from pyqueue.cluster import operations
 
-    _run(urls, cluster_name, lambda link: operations.drain(link, node, timeout))
+    _run(nats, lambda link: operations.drain(link, node, timeout))
 
 
 @cluster.command()
 @click.argument("node")
 @_nats_options
-def undrain(node: str, urls: str, cluster_name: str) -> None:
+def undrain(node: str, **nats: Any) -> None:
     """Let a drained NODE take shards again (it takes free ones; `move` brings others)."""
     from pyqueue.cluster import operations
 
-    _run(urls, cluster_name, lambda link: operations.undrain(link, node))
+    _run(nats, lambda link: operations.undrain(link, node))
 
 
 @cluster.command()
 @_nats_options
 @click.option("--json", "as_json", is_flag=True)
-def status(urls: str, cluster_name: str, as_json: bool) -> None:
+def status(as_json: bool, **nats: Any) -> None:
     """Nodes; each shard's owner, lease, changelog, and every standby's replication lag."""
     from pyqueue.cluster.nats_link import ClusterError
     from pyqueue.cluster.status import cluster_status
 
+    config = _config(**nats)
     try:
-        found = cluster_status(_urls(urls), cluster_name)
+        found = cluster_status(config)
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
         click.echo(json.dumps(found.to_dict(), indent=2))
         return
     if not found.shards:
-        raise click.ClickException(f"no cluster named {cluster_name!r} on these NATS servers")
+        raise click.ClickException(f"no cluster named {config.name!r} on these NATS servers")
     click.echo(f"cluster {found.name}: {found.shards} shards, {len(found.nodes)} nodes")
     nodes = Table("node", "address")
     for name, address in sorted(found.nodes.items()):

@@ -207,8 +207,9 @@ def check_server_installed() -> None:
     "--cluster-ca",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="With --tls-cert: the PEM CA that issued the other nodes' certificates, which a node "
-    "checks when it forwards a call to another node (default: the system's trusted CAs).",
+    help="The PEM CA that issued the other nodes' certificates (checked when a node with "
+    "--tls-cert forwards a call to another) and the NATS servers' (when they require TLS); "
+    "default: the system's trusted CAs. A node shows NATS its --tls-cert if asked.",
 )
 @click.option(
     "--cluster-name",
@@ -308,8 +309,7 @@ def _refuse_a_sharded_store(data_dir: Path, shard_count: int) -> None:
 
 _OWN = {"--data-dir", "--listen", "--shards", "--http-listen", "--advertise"}
 # A cluster node's supervisor gives its shards these as it resolved them (ClusterConfig.args).
-_OWN |= {"--cluster", "--node", "--cluster-name", "--lease", "--replicas", "--snapshot-bytes"}
-_OWN |= {"--cluster-ca"}  # only the supervisor's router dials other nodes
+_OWN |= {"--cluster", "--node", "--cluster-name", "--lease", "--replicas", "--snapshot-bytes", "--cluster-ca"}
 _OWN_FLAGS = {"--init"}  # the supervisor decides which shard may create its store
 
 

@@ -121,11 +121,6 @@ class ServeFlags:
             if self.cluster_ca is not None:
                 raise click.UsageError("--cluster-ca is for a cluster's nodes: give --cluster too")
             return None
-        if self.cluster_ca is not None and self.tls_cert is None:
-            raise click.UsageError(
-                "--cluster-ca checks the other nodes' TLS certificates: give this node's own "
-                "--tls-cert and --tls-key too (the nodes of a cluster serve TLS alike or not at all)"
-            )
         urls = tuple(u.strip() for u in self.cluster_urls.split(",") if u.strip())
         node = self.node or socket.gethostname().split(".")[0]
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", node):
@@ -139,6 +134,9 @@ class ServeFlags:
             lease_s=self.lease_s,
             replicas=self.replicas,
             snapshot_bytes=self.snapshot_bytes,
+            ca=self.cluster_ca,
+            cert=self.tls_cert,
+            key=self.tls_key,
         )
 
     def server_config(self, open_files: int) -> "ServerConfig":

@@ -7,9 +7,11 @@ by a timeout; a NATS that answers nothing is a clear error, never a hang.
 
 import asyncio
 import logging
+import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 log = logging.getLogger("pyqueue.cluster")
@@ -29,6 +31,20 @@ class ClusterConfig:
     replicas: int = 3  # copies JetStream keeps of the changelog and the leases
     connect_timeout_s: float = 10.0
     snapshot_bytes: int = 256 << 20  # an owner snapshots its store and trims its changelog past this
+    # TLS to NATS, when its servers require it (a tls:// URL, or tls in their config): the CA
+    # that issued their certificates (None: the system's), and the certificate shown to servers
+    # that ask for one (verify: true). A node shows its own --tls-cert.
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if self.ca is None and self.cert is None:
+            return None  # nats-py's own default: the system's CAs
+        context = ssl.create_default_context(cafile=self.ca)
+        if self.cert is not None:
+            context.load_cert_chain(self.cert, self.key)
+        return context
 
     def stream(self, shard: int) -> str:
         return f"PYQUEUE_{self.name}_{shard}"
@@ -46,6 +62,7 @@ class ClusterConfig:
             "--cluster", ",".join(self.urls), "--node", self.node, "--cluster-name", self.name,
             "--lease", str(self.lease_s), "--replicas", str(self.replicas),
             "--snapshot-bytes", str(self.snapshot_bytes),
+            *(["--cluster-ca", str(self.ca)] if self.ca else []),
         ]  # fmt: skip
 
 
@@ -79,6 +96,7 @@ class NatsLink:
                     allow_reconnect=True,
                     error_cb=quiet,
                     name=f"pyqueue {self.config.node}",
+                    tls=self.config.ssl_context(),
                 ),
                 self.config.connect_timeout_s,
             )

@@ -88,8 +88,8 @@ async def read_status(link: NatsLink) -> ClusterStatus:
     return ClusterStatus(link.config.name, shards, nodes, found)
 
 
-def cluster_status(urls: tuple[str, ...], name: str) -> ClusterStatus:
-    link = NatsLink(ClusterConfig(urls=urls, node="status", name=name)).start()
+def cluster_status(config: ClusterConfig) -> ClusterStatus:
+    link = NatsLink(config).start()
     try:
         return link.call(lambda: read_status(link), 30)
     finally:
