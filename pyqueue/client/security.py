@@ -77,7 +77,7 @@ class Security:
         """Over TLS, a channel to several nodes would check each node's certificate against the
         whole list of addresses, which no certificate names: it checks the first node's host
         instead, so every node's certificate must name that host too (a name they share)."""
-        if not self.tls or "," not in address or address.startswith(("ipv4:", "ipv6:", "dns:", "unix:")):
+        if not self.tls or not _several(address):
             return options
         first = address.split(",", 1)[0].strip().rpartition(":")[0].strip("[]")
         return [*options, ("grpc.ssl_target_name_override", first)]
@@ -112,7 +112,7 @@ def target(address: str) -> str:
     """The gRPC target for an address: several nodes of a cluster, comma-separated ("h1:7070,
     h2:7070"), become one channel that uses the first that answers and moves on when it dies
     (gRPC's pick_first over their IP addresses, names resolved here)."""
-    if "," not in address or address.startswith(("ipv4:", "ipv6:", "dns:", "unix:")):
+    if not _several(address):
         return address
     resolved: list[str] = []
     for part in (p.strip() for p in address.split(",") if p.strip()):
@@ -123,6 +123,11 @@ def target(address: str) -> str:
             raise ValueError(f"cannot resolve {part!r} of the address {address!r}: {exc}") from None
         resolved += [f"{info[4][0]}:{port}" for info in infos[:1]]
     return "ipv4:" + ",".join(resolved)
+
+
+def _several(address: str) -> bool:
+    """Several nodes as a user gives them ("h1:7070,h2:7070"), not one address or a gRPC target."""
+    return "," in address and not address.startswith(("ipv4:", "ipv6:", "dns:", "unix:"))
 
 
 def _read(path: str | Path | None) -> bytes | None:
