@@ -66,6 +66,14 @@ class ClusterConfig:
         ]  # fmt: skip
 
 
+class _TlsEofNoise(logging.Filter):
+    """nats-py's protocol answers True to eof_received(), which asyncio ignores over TLS and warns
+    about at every close of a TLS connection to NATS: a warning at each stop that means nothing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "eof_received() has no effect when using ssl" not in record.getMessage()
+
+
 class NatsLink:
     def __init__(self, config: ClusterConfig) -> None:
         self.config = config
@@ -74,16 +82,35 @@ class NatsLink:
         self.nc: Any = None
         self.js: Any = None
         self.kv: Any = None
+        self._last_error: Exception | None = None  # the last connection error nats-py reported
 
     def start(self) -> "NatsLink":
+        asyncio_log = logging.getLogger("asyncio")
+        if not any(isinstance(f, _TlsEofNoise) for f in asyncio_log.filters):
+            asyncio_log.addFilter(_TlsEofNoise())
         self._thread.start()
-        self.call(self._connect, self.config.connect_timeout_s + 5)
+        try:
+            self.call(self._connect, self.config.connect_timeout_s + 5)
+        except TimeoutError:
+            # nats-py's own retries may swallow the cancel of the bounded connect (Python 3.11's
+            # wait_for can lose a cancellation): the caller's bound holds, with the same message.
+            raise self._unanswered(self._last_error) from None
         return self
+
+    def _unanswered(self, exc: BaseException | None) -> "ClusterError":
+        why = f" ({type(exc).__name__}: {exc})" if exc is not None else ""
+        return ClusterError(
+            f"no NATS server answered at {', '.join(self.config.urls)} within "
+            f"{self.config.connect_timeout_s:g}s{why}; check --cluster (nats://HOST:PORT, "
+            "comma-separated), that the servers run with JetStream, and with TLS --cluster-ca "
+            "and --tls-cert"
+        )
 
     async def _connect(self) -> None:
         import nats
 
         async def quiet(exc: Exception) -> None:
+            self._last_error = exc
             log.debug("nats: %s", exc)
 
         try:
@@ -101,11 +128,7 @@ class NatsLink:
                 self.config.connect_timeout_s,
             )
         except Exception as exc:
-            raise ClusterError(
-                f"no NATS server answered at {', '.join(self.config.urls)} within "
-                f"{self.config.connect_timeout_s:g}s ({type(exc).__name__}: {exc}); check --cluster "
-                "(nats://HOST:PORT, comma-separated) and that the servers run with JetStream"
-            ) from None
+            raise self._unanswered(self._last_error or exc) from None
         self.js = self.nc.jetstream(timeout=5)
 
     async def settled(self, make: Callable[[], Awaitable[T]], what: str) -> T:

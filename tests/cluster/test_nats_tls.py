@@ -66,5 +66,10 @@ def test_a_node_and_the_cli_reach_a_nats_that_requires_client_certificates(
         refused = pyqueue_command(*cli, *_flags(ca, None), timeout=60)  # no certificate to show
         assert refused.returncode != 0
         assert f"no NATS server answered at {url}" in refused.stderr, refused.stderr
+        assert "with TLS --cluster-ca and --tls-cert" in refused.stderr
+
+        assert server.stop() == 0
+        noise = [line for line in server.lines if "WARNING" in line or "ERROR" in line or "Traceback" in line]
+        assert noise == [], "a clean stop logs no warning (asyncio warned of every TLS close)"
     finally:
         server.close()
