@@ -32,6 +32,7 @@ PAGE_LIMIT = 200
 _JOB = re.compile(r"^/api/jobs/(\d+)$")
 _JOB_ACTION = re.compile(r"^/api/jobs/(\d+)/(retry|delete)$")
 _QUEUE_ACTION = re.compile(r"^/api/queues/([^/]+)/(pause|resume|retry-dead|delete-dead)$")
+_WORKFLOW_ACTION = re.compile(r"^/api/workflows/(\d+)/(cancel|retry)$")
 
 
 class Dashboard:
@@ -137,6 +138,14 @@ class Dashboard:
                 return {"done": action, "queue": queue, "changed": len(result.changed)}
             info = client.pause(queue) if action == "pause" else client.resume(queue)
             return {"done": action, "queue": info.name, "paused": info.paused}
+        match = _WORKFLOW_ACTION.match(path)
+        if match:
+            workflow_id, action = int(match.group(1)), match.group(2)
+            if action == "cancel":
+                result = client.cancel_workflow(workflow_id)
+            else:
+                result = client.retry_workflow(workflow_id)
+            return {"done": action, "workflow_id": str(workflow_id), "changed": len(result.changed)}
         raise NotFound(f"no such action: {path}")
 
     def _queues(self) -> list[dict[str, Any]]:

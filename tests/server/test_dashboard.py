@@ -141,6 +141,11 @@ def test_the_api_refuses_changes_without_its_header_and_bad_filters(tmp_path) ->
             },
         )
         assert call("/api/jobs/12345")[0] == 404
+        assert call("/api/workflows/12345/cancel", "POST")[0] == 403, "a change needs its header"
+        # A workflow's jobs may still be on their way from another shard, so an id with no job
+        # here is cancelled too (a mark that outlives its jobs): nothing of the job's changes.
+        status, body = call("/api/workflows/12345/cancel", "POST", {"X-Pyqueue-Action": "1"})
+        assert (status, body["changed"]) == (200, 0), body
         status, body = call(f"/api/jobs/{job.id}/retry", "POST", {"X-Pyqueue-Action": "1"})
         assert status == 400 and "not dead" in body["error"]
         status, body = call("/api/jobs?queue=mail")
@@ -333,8 +338,9 @@ def test_the_queues_page_charts_the_last_hour_per_queue_and_in_total_across_shar
         server.close()
 
 
-def test_the_batches_page_shows_each_batch_s_progress(tmp_path, browser) -> None:  # type: ignore[no-untyped-def]
+def test_the_batches_page_shows_each_batch_s_progress_and_steers_its_workflow(tmp_path, browser) -> None:  # type: ignore[no-untyped-def]
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
     server = ServerProcess(tmp_path / "data", "--keep-dead", "3600").start()
@@ -364,6 +370,22 @@ def test_the_batches_page_shows_each_batch_s_progress(tmp_path, browser) -> None
             }
             assert cells == {"pending": "1", "completed": "1", "dead": "1"}
             assert "album" in browser.find_element(By.CSS_SELECTOR, row).text
+
+            # Retry the workflow's dead job, then cancel what has not run, each behind a question.
+            _click(wait, (By.CSS_SELECTOR, f'{row} button[data-action="retry"]'))
+            wait.until(EC.alert_is_present()).accept()
+            wait.until(
+                lambda _: (client.batch(run.batch_id).dead, client.batch(run.batch_id).pending) == (0, 2)
+            )
+            _click(wait, (By.CSS_SELECTOR, f'{row} button[data-action="cancel"]'))
+            wait.until(EC.alert_is_present()).dismiss()  # dismissed: nothing changes
+            assert not client.batch(run.batch_id).workflow_cancelled
+            _click(wait, (By.CSS_SELECTOR, f'{row} button[data-action="cancel"]'))
+            wait.until(EC.alert_is_present()).accept()
+            wait.until(lambda _: client.batch(run.batch_id).workflow_cancelled)
+            assert client.count_jobs(queue="images", status="cancelled") == 2
+            wait.until(lambda b: not b.find_elements(By.CSS_SELECTOR, f"{row} button"))
+            assert client.count_jobs(queue="mail") == 0, "no callback fired"
     finally:
         server.close()
 
