@@ -1,7 +1,6 @@
 """Workflow commands: `pyqueue batches` (the newest batches and their progress) and `pyqueue
 batch ID` (one batch; --cancel or --retry its workflow)."""
 
-import dataclasses
 import json
 from datetime import datetime
 
@@ -39,13 +38,6 @@ def _row(b: BatchInfo) -> list[str]:
     return [str(b.id), b.name or "-", *map(str, counts), fired, _when(b.created_at)]
 
 
-def _as_json(b: BatchInfo) -> dict[str, object]:
-    fields = dataclasses.asdict(b)
-    for name in ("created_at", "finished_at", "expires_at"):
-        fields[name] = fields[name].isoformat() if fields[name] else None
-    return fields
-
-
 @click.command()
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
@@ -58,7 +50,7 @@ def batches(ctx: click.Context, limit: int, as_json: bool) -> None:
     except PyQueueError as exc:
         fail(exc)
     if as_json:
-        click.echo(json.dumps([_as_json(b) for b in found], indent=2))
+        click.echo(json.dumps([b.to_dict() for b in found], indent=2))
         return
     if not found:
         click.echo("no batches (finished ones are kept as long as their jobs: --keep-completed, --keep-dead)")
@@ -88,7 +80,7 @@ def batch(ctx: click.Context, batch_id: int, cancel: bool, retry: bool, as_json:
     except PyQueueError as exc:
         fail(exc)
     if as_json:
-        click.echo(json.dumps(_as_json(info), indent=2))
+        click.echo(json.dumps(info.to_dict(), indent=2))
         return
     Console().print(fit_table(COLUMNS, [_row(info)]))
     click.echo(

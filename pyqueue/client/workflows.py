@@ -6,7 +6,7 @@ results in order (Celery's chord). The server keeps all of it; `workflow_request
 conversion to the wire."""
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, Union
 
@@ -209,6 +209,9 @@ class WorkflowRun:
         return cls(message.workflow_id, message.batch_id, message.job_id)
 
 
+_TIMES = ("created_at", "finished_at", "expires_at")
+
+
 def _time(ms: int) -> datetime | None:
     return datetime.fromtimestamp(ms / 1000, UTC) if ms else None
 
@@ -237,6 +240,17 @@ class BatchInfo:
     @property
     def finished(self) -> bool:
         return self.pending == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The batch as JSON-ready values; ids are strings (they pass 2**53, as job ids do)."""
+        return {
+            **{f.name: getattr(self, f.name) for f in fields(self)},
+            "id": str(self.id),
+            "workflow_id": str(self.workflow_id),
+            "fired": list(self.fired),
+            "dead_jobs": [str(j) for j in self.dead_jobs],
+            **{t: getattr(self, t).isoformat() if getattr(self, t) else None for t in _TIMES},
+        }
 
     @classmethod
     def from_pb(cls, m: pb.Batch) -> "BatchInfo":

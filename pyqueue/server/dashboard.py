@@ -97,7 +97,7 @@ class Dashboard:
             return self._cluster()
         if path == "/api/batches":
             return [
-                _batch(b) for b in client.batches(min(int((query.get("limit") or ["50"])[0]), PAGE_LIMIT))
+                b.to_dict() for b in client.batches(min(int((query.get("limit") or ["50"])[0]), PAGE_LIMIT))
             ]
         if path == "/api/workers":
             return [{**w.to_dict(), "queues": list(w.queues)} for w in per_process(client.workers())]
@@ -210,15 +210,6 @@ def _history(history: History, queue: str) -> dict[str, Any]:
 def _finite(value: float | None) -> float | None:
     """A wait past the last bound is drawn at that bound's double (JSON has no infinity)."""
     return None if value is None else value if value != float("inf") else 7200.0
-
-
-def _batch(batch: Any) -> dict[str, Any]:
-    fields = dataclasses.asdict(batch)
-    fields["id"], fields["workflow_id"] = str(batch.id), str(batch.workflow_id)  # past 2^53: text
-    fields["dead_jobs"] = [str(j) for j in batch.dead_jobs]
-    for name in ("created_at", "finished_at", "expires_at"):
-        fields[name] = fields[name].isoformat() if fields[name] else None
-    return fields
 
 
 def _job(job: Any) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 - `POST /v1/jobs` with one job (a JSON object) or many (a JSON array): answered once committed,
   like the gRPC Enqueue (it is one, through the server's own address), all or nothing per shard;
-- `GET /v1/jobs/{id}`: the job as JSON.
+- `GET /v1/jobs/{id}`: the job as JSON;
+- `POST /v1/workflows` with a workflow (http_workflows.py), `POST /v1/workflows/{id}/cancel` or
+  `/retry`, and `GET /v1/batches/{id}`: a batch's progress.
 
 A job is {"type": ..., "payload": <any JSON>, "queue", "priority", "delay" (seconds), "run_at"
 (ISO 8601), "max_retries", "timeout" (seconds), "backoff", "keep_completed", "keep_result" (seconds),
@@ -11,24 +13,24 @@ Python job function's payload is {"args": [...], "kwargs": {...}}. Ids are strin
 2**53). With tokens on, send `Authorization: Bearer TOKEN`; the gRPC server checks its rights.
 """
 
-import json
-import math
 import re
 import time
-from collections.abc import Callable, Iterable
-from datetime import datetime
+from collections.abc import Iterable
 from typing import Any
 
-from pyqueue.client.spec import JOB_FIELDS
 from pyqueue.engine.errors import InvalidArgument, ResourceExhausted
 from pyqueue.errors import PyQueueError
 from pyqueue.errors import ResourceExhausted as PyQueueResourceExhausted
 from pyqueue.server.http_answers import StartResponse, error_answer, json_answer
+from pyqueue.server.http_api_fields import BadRequest, job_spec
 from pyqueue.server.http_clients import TokenClients
 from pyqueue.server.http_limits import HttpLimits, body_chunks, parse_jobs
+from pyqueue.server.http_workflows import workflow_step
 
 _JOB = re.compile(r"^/v1/jobs/([0-9]+)$")
-FIELDS = JOB_FIELDS  # what a job spec takes, as the Python client's enqueue_many
+_BATCH = re.compile(r"^/v1/batches/([0-9]+)$")
+_WORKFLOW_CHANGE = re.compile(r"^/v1/workflows/([0-9]+)/(cancel|retry)$")
+_PATHS = "POST /v1/jobs, GET /v1/jobs/ID, POST /v1/workflows, POST /v1/workflows/ID/cancel|retry, GET /v1/batches/ID"
 _STATUS = {  # gRPC status name -> HTTP status
     "INVALID_ARGUMENT": "400 Bad Request",
     "NOT_FOUND": "404 Not Found",
@@ -38,10 +40,6 @@ _STATUS = {  # gRPC status name -> HTTP status
     "PERMISSION_DENIED": "403 Forbidden",
     "UNAVAILABLE": "503 Service Unavailable",
 }
-
-
-class BadRequest(Exception):
-    pass
 
 
 class UnsupportedType(Exception):
@@ -59,21 +57,18 @@ class JobsApi:
         self._clients.serve(authorization)
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "GET")
         try:
-            if path == "/v1/jobs":
+            if path in ("/v1/jobs", "/v1/workflows") or _WORKFLOW_CHANGE.match(path):
                 if method != "POST":
                     return error_answer(
-                        start_response, "405 Method Not Allowed", "POST a job or a list", "UNIMPLEMENTED"
+                        start_response, "405 Method Not Allowed", f"POST to {path}", "UNIMPLEMENTED"
                     )
-                return json_answer(start_response, "200 OK", self._enqueue(environ))
-            match = _JOB.match(path)
-            if match and method in ("GET", "HEAD"):
-                if len(match.group(1)) > 20 or int(match.group(1)) >= 1 << 64:
-                    raise BadRequest(f"job id {match.group(1)[:30]} is out of range: ids are below 2^64")
-                job = self._clients.client.get_job(int(match.group(1)))
-                return json_answer(start_response, "200 OK", job.to_dict())
-            return error_answer(
-                start_response, "404 Not Found", "try POST /v1/jobs or GET /v1/jobs/ID", "NOT_FOUND"
-            )
+                return json_answer(start_response, "200 OK", self._post(path, environ))
+            found = (_JOB.match(path) or _BATCH.match(path)) if method in ("GET", "HEAD") else None
+            if found:
+                client, item_id = self._clients.client, _id(found.group(1))
+                item = client.get_job(item_id) if path.startswith("/v1/jobs/") else client.batch(item_id)
+                return json_answer(start_response, "200 OK", item.to_dict())
+            return error_answer(start_response, "404 Not Found", f"no such path: try {_PATHS}", "NOT_FOUND")
         except UnsupportedType as exc:
             return error_answer(start_response, "415 Unsupported Media Type", str(exc), "INVALID_ARGUMENT")
         except BadRequest as exc:
@@ -82,7 +77,32 @@ class JobsApi:
             status = _STATUS.get(exc.code.name, "502 Bad Gateway")
             return error_answer(start_response, status, str(exc), exc.code.name)
 
-    def _enqueue(self, environ: dict[str, Any]) -> Any:
+    def _post(self, path: str, environ: dict[str, Any]) -> Any:
+        # Every change is a JSON POST, even one whose body says nothing: another site's page can
+        # POST a form or text/plain without asking, never JSON.
+        body = self._body(environ)
+        client = self._clients.client
+        if path == "/v1/jobs":
+            return self._enqueue(body)
+        if path == "/v1/workflows":
+            try:
+                run = client.enqueue_workflow(workflow_step(body))
+            except (TypeError, ValueError) as exc:
+                raise BadRequest(str(exc)) from None
+            return {
+                "workflow_id": str(run.workflow_id),
+                "batch_id": str(run.batch_id),
+                "job_id": str(run.job_id),
+            }
+        match = _WORKFLOW_CHANGE.match(path)
+        assert match is not None
+        workflow_id, action = _id(match.group(1)), match.group(2)
+        change = client.cancel_workflow if action == "cancel" else client.retry_workflow
+        return {"workflow_id": str(workflow_id), action: len(change(workflow_id).changed)}
+
+    def _body(self, environ: dict[str, Any]) -> Any:
+        """The request's JSON (a list of jobs is read one job at a time, and refused past
+        --max-jobs-per-enqueue before the rest is read)."""
         kind = str(environ.get("CONTENT_TYPE") or "").split(";", 1)[0].strip().lower()
         if kind != "application/json":
             raise UnsupportedType(
@@ -90,7 +110,7 @@ class JobsApi:
             )
         try:
             chunks = body_chunks(environ["wsgi.input"], environ.get("CONTENT_LENGTH"), self.limits)
-            body = parse_jobs(chunks, self.limits.max_jobs)
+            return parse_jobs(chunks, self.limits.max_jobs)
         except InvalidArgument as exc:  # a bad or lying Content-Length, a body that trickles
             time.sleep(self.limits.refusal_pause_s)
             raise BadRequest(str(exc)) from None
@@ -101,8 +121,10 @@ class JobsApi:
             raise BadRequest("the body is JSON nested too deeply") from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise BadRequest(f"the body is not JSON ({exc})") from None
+
+    def _enqueue(self, body: Any) -> Any:
         many = isinstance(body, list)
-        specs = [_spec(i, job) for i, job in enumerate(body if many else [body])]
+        specs = [job_spec(f"job {i}", job) for i, job in enumerate(body if many else [body])]
         if not specs:
             raise BadRequest("the list holds no jobs")
         try:
@@ -113,77 +135,7 @@ class JobsApi:
         return {"jobs": answers} if many else answers[0]
 
 
-def _spec(index: int, job: Any) -> dict[str, Any]:
-    if not isinstance(job, dict) or not isinstance(job.get("type"), str):
-        raise BadRequest(f'job {index}: a job is a JSON object with a string "type"')
-    unknown = set(job) - FIELDS
-    if unknown:
-        raise BadRequest(
-            f"job {index}: unknown fields {', '.join(sorted(unknown))}; known: {', '.join(sorted(FIELDS))}"
-        )
-    for name, value in job.items():
-        expected = _FIELD_TYPES.get(name)
-        if expected is not None and value is not None and not expected[0](value):
-            raise BadRequest(f"job {index}: {name} must be {expected[1]} (it is {_shown(value)})")
-    spec = dict(job)
-    if isinstance(spec.get("run_at"), str):
-        try:
-            spec["run_at"] = datetime.fromisoformat(spec["run_at"])
-        except ValueError:
-            raise BadRequest(f"job {index}: run_at {spec['run_at'][:40]!r} is not an ISO 8601 time") from None
-    return spec
-
-
-_BIGGEST = 1 << 53  # past it a JSON number loses digits (and seconds become ms past int64)
-
-
-def _number(value: Any) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and abs(value) <= _BIGGEST
-    )
-
-
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _BIGGEST
-
-
-def _text(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-# The JSON type of each field a job spec takes over HTTP (the server checks ranges after).
-_FIELD_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "type": (_text, "a string"),
-    "queue": (_text, "a string"),
-    "priority": (_integer, "a whole number"),
-    "delay": (_number, "a finite number of seconds"),
-    "run_at": (_text, 'an ISO 8601 time in a string ("2030-01-01T09:00:00+00:00")'),
-    "max_retries": (_integer, "a whole number"),
-    "timeout": (_number, "a finite number of seconds"),
-    "backoff": (
-        lambda v: isinstance(v, list) and len(v) == 3 and all(map(_number, v)),
-        "[base_s, exponent, jitter_s]",
-    ),
-    "keep_completed": (_number, "a finite number of seconds"),
-    "keep_result": (_number, "a finite number of seconds"),
-    "unique_key": (_text, "a string"),
-    "unique_scope": (_text, "a string"),
-    "unique_in_queue": (lambda v: isinstance(v, bool), "true or false"),
-    "limit_key": (_text, "a string"),
-    "fold_key": (_text, "a string"),
-    "fold_max": (_integer, "a whole number"),
-    "headers": (
-        lambda v: (
-            isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
-        ),
-        "an object of strings",
-    ),
-}
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, float) else repr(value)
-    return text if len(text) <= 40 else text[:40] + "..."
+def _id(text: str) -> int:
+    if len(text) > 20 or int(text) >= 1 << 64:
+        raise BadRequest(f"id {text[:30]} is out of range: ids are below 2^64")
+    return int(text)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from pyqueue.client.spec import JOB_FIELDS, JobOptions, new_job_message
-from pyqueue.server import http_api
+from pyqueue.server import http_api_fields
 
 SET: JobOptions = {
     "queue": "mail",
@@ -31,8 +31,10 @@ SET: JobOptions = {
 def test_every_option_changes_the_message_and_the_lists_agree() -> None:
     assert set(SET) == set(JobOptions.__annotations__), "SET names every option once"
     assert {"type", "payload", *SET} == JOB_FIELDS
-    assert http_api.FIELDS == JOB_FIELDS
-    assert set(http_api._FIELD_TYPES) == JOB_FIELDS - {"payload"}, "the HTTP API checks each one's type"
+    assert http_api_fields.FIELDS == JOB_FIELDS
+    assert set(http_api_fields._FIELD_TYPES) == JOB_FIELDS - {"payload"}, (
+        "the HTTP API checks each one's type"
+    )
     for option, value in SET.items():
         # unique_scope and unique_in_queue mean something only beside a unique key
         base = (

@@ -14,7 +14,7 @@ from harness import ServerProcess
 import pyqueue
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "http.md"
-BLOCKS = re.findall(r"```sh\n(.*?)```", DOC.read_text(), re.S)
+BLOCKS = re.findall(r"```sh\n(.*?)```", DOC.read_text().split("## Workflows")[0], re.S)
 
 
 def _curl(block: str, http: str, job_id: str = "") -> dict:  # type: ignore[type-arg]
