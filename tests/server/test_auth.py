@@ -195,6 +195,13 @@ def test_the_http_port_asks_for_the_same_tokens(secured) -> None:  # type: ignor
     assert status == 200
     assert _http(f"{base}/v1/jobs/{json.loads(body)['id']}", secrets["worker"])[0] == 403
     assert _http(f"{base}/v1/jobs/{json.loads(body)['id']}", secrets["producer"])[0] == 200
+    # Workflows over HTTP: the produce right on every queue of the workflow.
+    flow = {"group": [{"type": "t", "queue": "emails"}], "on_complete": {"type": "r", "queue": "other"}}
+    status, body = _http(f"{base}/v1/workflows", secrets["producer"], "POST", flow)
+    assert (status, json.loads(body)["code"]) == (403, "PERMISSION_DENIED"), body
+    flow["on_complete"] = {"type": "r", "queue": "emails"}
+    status, body = _http(f"{base}/v1/workflows", secrets["producer"], "POST", flow)
+    assert status == 200, body
 
 
 def test_changes_are_logged_with_the_token_name_and_the_address(secured) -> None:  # type: ignore[no-untyped-def]
