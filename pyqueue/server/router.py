@@ -72,6 +72,18 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
         self.stubs[shard] = pb_grpc.QueueStub(self.channels[shard])
         await old.close(None)
 
+    async def tls_refusal(self, shard: int) -> str:
+        """Why this node's TLS to shard `shard`'s owner fails ('' when it does not): a health
+        check's answer, or its handshake's refusal."""
+        try:
+            await health_pb2_grpc.HealthStub(self.channels[shard]).Check(
+                health_pb2.HealthCheckRequest(), timeout=HEALTH_CHECK_S
+            )
+        except grpc.aio.AioRpcError as exc:
+            details = exc.details() or ""
+            return details if "handshake" in details.lower() or "certificate" in details.lower() else ""
+        return ""
+
     async def unhealthy_shards(self) -> str:
         """'' when every shard answers the standard health check SERVING; else which do not."""
 

@@ -312,9 +312,26 @@ async def _follow_owners(nodes: "NodeMap", router: Router, tls: TlsFiles | None)
     """Forward to each shard's owner wherever it serves (over TLS when the nodes serve it); wait
     (a while) for every shard to have one."""
     credentials = tls.peer_credentials() if tls is not None else None
-    following = asyncio.create_task(
-        nodes.follow(lambda shard, a: router.moved(shard, a, dialable(a), credentials))
-    )
+    checks: set[asyncio.Task[None]] = set()
+
+    async def check(shard: int, address: str) -> None:
+        refusal = await router.tls_refusal(shard)
+        if refusal and tls is not None:
+            trusted = f"--cluster-ca {tls.peer_ca}" if tls.peer_ca else "the system's CAs (no --cluster-ca)"
+            log.warning(
+                "this node cannot forward to shard %d's owner at %s over TLS: %s; it checks the other "
+                "nodes' certificates against %s, and shows its own --tls-cert to them",
+                shard, address, refusal, trusted,
+            )  # fmt: skip
+
+    async def moved(shard: int, address: str) -> None:
+        await router.moved(shard, address, dialable(address), credentials)
+        if credentials is not None:  # checked aside: following the owners must not wait on it
+            task = asyncio.create_task(check(shard, address))
+            checks.add(task)
+            task.add_done_callback(checks.discard)
+
+    following = asyncio.create_task(nodes.follow(moved))
     if not await nodes.all_owned(2 * nodes.config.lease_s + 30):
         log.warning("not every shard has an owner yet; serving those that have")
     return following

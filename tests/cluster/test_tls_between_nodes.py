@@ -83,3 +83,20 @@ def test_nodes_forward_to_each_other_over_mtls_with_the_callers_token(
             bare.count_jobs()
     finally:
         cluster.close()
+
+
+def test_a_node_that_does_not_trust_the_others_says_so_in_its_log(
+    tmp_path: Path, nats: NatsCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca = Authority(tmp_path, "ours")
+    node = ca.issue("node", server=True, client=True)
+    monkeypatch.setenv("PYQUEUE_TLS_CA", str(ca.path))
+    # No --cluster-ca: the nodes trust the system's CAs, which never issued their certificates.
+    cluster = Cluster(
+        tmp_path, nats, 2, 2.0, "--tls-cert", str(node.cert), "--tls-key", str(node.key)
+    ).start()
+    try:
+        line = cluster.nodes[0].wait_for("this node cannot forward to shard", 60)
+        assert "CERTIFICATE_VERIFY_FAILED" in line and "the system's CAs (no --cluster-ca)" in line, line
+    finally:
+        cluster.close()
