@@ -110,6 +110,7 @@ class ServeFlags:
             max_body_bytes=self.max_http_body_bytes,
             read_timeout_s=self.http_read_timeout,
             max_jobs=self.max_jobs_per_enqueue,
+            max_workflow_jobs=self.max_workflow_jobs,
         )
 
     def cluster(self) -> "ClusterConfig | None":

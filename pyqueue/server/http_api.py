@@ -86,7 +86,7 @@ class JobsApi:
             return self._enqueue(body)
         if path == "/v1/workflows":
             try:
-                run = client.enqueue_workflow(workflow_step(body))
+                run = client.enqueue_workflow(workflow_step(body, self.limits.max_workflow_jobs))
             except (TypeError, ValueError) as exc:
                 raise BadRequest(str(exc)) from None
             return {

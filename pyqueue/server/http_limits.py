@@ -26,6 +26,9 @@ class HttpLimits:
     max_body_bytes: int = 16 << 20  # --max-http-body-bytes: refused before a byte is read
     read_timeout_s: float = 30.0  # --http-read-timeout: a silent connection, or a whole body
     max_jobs: int = 1000  # --max-jobs-per-enqueue: parsing stops past it
+    # --max-workflow-jobs: reading a workflow's steps stops past it (a 10 MB chain of 700,000
+    # steps took 8 s of CPU to convert before the server refused it)
+    max_workflow_jobs: int = 10_000
     # A body refused (its size, its length, its job count) is answered this much later, on its
     # own thread (no CPU): a client that sends one after another, a thousand a second on
     # loopback, took most of a core in connections and threads; paced, each of its connections

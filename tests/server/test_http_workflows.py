@@ -131,6 +131,9 @@ def test_a_bad_step_is_refused_with_where_it_is_and_makes_nothing(
         status, answer = _call(http, "/v1/workflows", body)
         assert status == 400 and said in answer["error"], (body, answer)
         assert answer["code"] == "INVALID_ARGUMENT"
+    # Reading stops past --max-workflow-jobs (10,000 here): 700,000 steps cost 8 s of CPU.
+    status, answer = _call(http, "/v1/workflows", {"chain": [job] * 200_000})
+    assert status == 413 and "more than 10000 jobs (--max-workflow-jobs)" in answer["error"], answer
     assert _call(http, "/v1/workflows", b"{}", kind="text/plain")[0] == 415, "another site's form"
     assert _call(http, "/v1/workflows/1/cancel", b"{}", kind="text/plain")[0] == 415
     assert _call(http, "/v1/workflows")[0] == 405
