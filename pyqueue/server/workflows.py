@@ -7,6 +7,7 @@ from typing import Any
 from pyqueue.engine import Engine, EngineError
 from pyqueue.engine.errors import FailedPrecondition, InvalidArgument
 from pyqueue.engine.flows import GroupStep, JobStep, Step, job_to_dict
+from pyqueue.engine.flows.plan import MAX_DEPTH
 from pyqueue.engine.workflows import BatchStatus
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import change_response, new_job
@@ -44,6 +45,11 @@ class Plan:
     def step(self, i: int, path: frozenset[int], where: str) -> Step:
         if i in path:
             raise InvalidArgument(f"{where} leads back to step {i}: a workflow has no cycles")
+        if len(path) >= MAX_DEPTH:
+            raise InvalidArgument(
+                f"{where}: the workflow's steps nest more than {MAX_DEPTH} deep (a chain of more than "
+                f"{MAX_DEPTH} steps, say): let its last step start a workflow of its own for the rest"
+            )
         if i in self.used:
             raise InvalidArgument(f"step {i} is named twice ({where}): a step runs once, in one place")
         self.used.add(i)

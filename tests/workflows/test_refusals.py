@@ -1,7 +1,7 @@
 """Bad workflows are refused whole, with a status and a message that says what to fix, and
 nothing is written: a cycle, a step named twice or never, a callback that is not a job, a member
-with steps of its own, more jobs than --max-workflow-jobs, a unique key; a result too large to
-hand on fails its attempt instead of starting the next step."""
+with steps of its own, more jobs than --max-workflow-jobs, a unique key, steps nested past 256;
+a result too large to hand on fails its attempt instead of starting the next step."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,3 +86,25 @@ def test_a_result_too_large_to_hand_on_fails_its_attempt(small: ServerProcess) -
         (error,) = client.job_errors(run.job_id)
         assert error.error_type == "ResultNotHandedOn" and "hands on" in error.message
         assert client.count_jobs(types=["next"]) == 0
+
+
+def test_a_chain_runs_256_steps_deep_and_one_more_is_refused_clearly(tmp_path: Path) -> None:
+    # A job carries the steps after it nested in its options: 500 steps failed inside the
+    # server (RecursionError) where --max-workflow-jobs allows 10,000 jobs.
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            step = {"type": "t", "queue": "long"}
+            with pytest.raises(pyqueue.InvalidArgument, match="nest more than 256 deep"):
+                client.enqueue_workflow(pyqueue.Chain(*[step] * 257))
+            assert client.count_jobs() == 0
+            client.enqueue_workflow(pyqueue.Chain(*[step] * 256))
+            with client.take("long") as stream:
+                for n in range(256):
+                    taken = stream.next(timeout=30)
+                    assert taken is not None, f"step {n} never came"
+                    assert taken.input == (n - 1 if n else None)
+                    taken.ack(n)
+            assert client.count_jobs(statuses=["ready", "scheduled", "in_flight"]) == 0
+    finally:
+        server.close()

@@ -39,6 +39,11 @@ class GroupStep(TypedDict):
 
 Step = JobStep | GroupStep
 
+# Steps nested in steps, a chain's steps one after another above all: a job carries the steps
+# after it nested in its options, which JSON (and the plan's reading) follow by recursion, so
+# a chain of 500 steps failed inside the server (RecursionError). 256 leaves room to spare.
+MAX_DEPTH = 256
+
 _BYTES = ("payload", "options")
 
 
