@@ -22,6 +22,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "delay_ms": (0, LONGEST_MS, "ms"),
     "keep_completed_ms": (0, LONGEST_MS, "ms"),
     "keep_result_ms": (0, LONGEST_MS, "ms"),
+    "keep_ms": (0, LONGEST_MS, "ms"),  # a workflow group's bookkeeping after it succeeded
     "timeout_ms": (0, 30 * DAY_MS, "ms"),
     "extend_ms": (0, 30 * DAY_MS, "ms"),
     "max_retries": (0, 10_000, ""),

@@ -4,7 +4,7 @@ before anything is written), batches to the wire, and the outbox's two ends for 
 import json
 from typing import Any
 
-from pyqueue.engine import Engine, EngineError
+from pyqueue.engine import Engine, EngineError, ranges
 from pyqueue.engine.errors import FailedPrecondition, InvalidArgument
 from pyqueue.engine.flows import GroupStep, JobStep, Step, job_to_dict
 from pyqueue.engine.flows.plan import MAX_DEPTH
@@ -63,7 +63,10 @@ class Plan:
             raise InvalidArgument(f"step {i} is a job: only a group has members and callbacks")
         step: JobStep = {"job": self.job(i, s.job)}
         if s.job.delay_ms:
-            step["delay_ms"] = s.job.delay_ms  # counted from when the step starts
+            # Counted from when the step starts, so checked now: a step made at a later ack
+            # must not fail there (now + delay must fit its 64 bits).
+            ranges.check("delay_ms", s.job.delay_ms, f"step {i}: ")
+            step["delay_ms"] = s.job.delay_ms
         if s.fresh:
             step["fresh"] = True
         step["next"] = self.ref(s.next, f"step {i}'s next", path)
@@ -72,6 +75,14 @@ class Plan:
     def group(self, i: int, s: pb.Step, path: frozenset[int]) -> GroupStep:
         if s.HasField("job"):
             raise InvalidArgument(f"step {i} is both a job and a group: set one")
+        limit = self.engine.config.limits.max_name_length
+        if len(s.name.encode()) > limit or not s.name.isprintable():
+            raise InvalidArgument(
+                f"step {i}: the group's name {s.name[:40]!r} must be printable and at most {limit} bytes "
+                "(--max-name-length)"
+            )
+        if s.HasField("keep_ms"):
+            ranges.check("keep_ms", s.keep_ms, f"step {i}: ")
         members = [
             self.job_step(m, f"member {k} of step {i}", path, alone=True) for k, m in enumerate(s.members)
         ]

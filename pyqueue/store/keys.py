@@ -33,6 +33,7 @@ TYPE = b"T"
 UNIQUE = b"U"
 
 _ID = struct.Struct(">Q")
+_MAX_ID = (1 << 64) - 1
 _PRIORITY_ID = struct.Struct(">HQ")
 READY_STATUS = 2  # records.Status.READY (the codec sits below the records)
 _ID_ATTEMPT = struct.Struct(">QI")
@@ -56,7 +57,7 @@ def error_key(job_id: int, attempt: int) -> bytes:
 
 
 def error_range(job_id: int) -> tuple[bytes, bytes]:
-    return ERROR + _ID.pack(job_id), ERROR + _ID.pack(job_id + 1)
+    return _under(ERROR, job_id)
 
 
 def meta_key(name: str) -> bytes:
@@ -160,7 +161,7 @@ def member_key(batch_id: int, index: int) -> bytes:
 
 
 def member_range(batch_id: int) -> tuple[bytes, bytes]:
-    return b"Wm" + _ID.pack(batch_id), b"Wm" + _ID.pack(batch_id + 1)
+    return _under(b"Wm", batch_id)
 
 
 def outbox_key(seq: int) -> bytes:
@@ -168,7 +169,7 @@ def outbox_key(seq: int) -> bytes:
 
 
 def outbox_range(after: int = 0) -> tuple[bytes, bytes]:
-    return b"Wo" + _ID.pack(after + 1), b"Wp"
+    return (b"Wo" + _ID.pack(after + 1) if after < _MAX_ID else b"Wp"), b"Wp"
 
 
 def cancelled_flow_key(flow_id: int) -> bytes:
@@ -180,7 +181,7 @@ def flow_job_key(flow_id: int, job_id: int) -> bytes:
 
 
 def flow_jobs_range(flow_id: int) -> tuple[bytes, bytes]:
-    return b"Wj" + _ID.pack(flow_id), b"Wj" + _ID.pack(flow_id + 1)
+    return _under(b"Wj", flow_id)
 
 
 def flow_expiry_key(expires_ms: int, kind: bytes, some_id: int) -> bytes:
@@ -189,7 +190,7 @@ def flow_expiry_key(expires_ms: int, kind: bytes, some_id: int) -> bytes:
 
 
 def flow_expiry_range(until_ms: int) -> tuple[bytes, bytes]:
-    return b"Wx", b"Wx" + _ID.pack(until_ms + 1)
+    return b"Wx", _under(b"Wx", max(until_ms, 0))[1]
 
 
 def split_flow_expiry(key: bytes) -> tuple[int, bytes, int]:
@@ -199,3 +200,11 @@ def split_flow_expiry(key: bytes) -> tuple[int, bytes, int]:
 def fold_key(queue: str, key: str) -> bytes:
     """The waiting job of `queue` that payloads with the fold key `key` join."""
     return _name(b"Wf", queue) + key.encode()
+
+
+def _under(prefix: bytes, n: int) -> tuple[bytes, bytes]:
+    """The keys that start with `prefix` and the 8 bytes of `n`: from them up to (not including)
+    the next number's, or past the prefix for the largest (n + 1 does not fit in 8 bytes: an id
+    of 2**64 - 1, which any client may send, made the range itself fail)."""
+    upper = prefix + _ID.pack(n + 1) if n < _MAX_ID else prefix[:-1] + bytes([prefix[-1] + 1])
+    return prefix + _ID.pack(n), upper

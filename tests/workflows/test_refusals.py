@@ -47,6 +47,17 @@ CASES = {
     "a step of no kind": ([pb.Step()], "neither a job nor a group"),
     "a reference past the steps": ([pb.Step(job=job(), next=9)], "there are 1"),
     "a unique key": ([pb.Step(job=new_job_message({"type": "t", "unique_key": "k"}))], "unique key"),
+    # Checked now, not when the step is made: a later step's delay past its range made the ack
+    # of the job before it fail inside the server (the job buried dead), long after this call.
+    "a later step's delay past its range": (
+        [pb.Step(job=job(), next=2), pb.Step(job=new_job_message({"type": "t", "delay": 2**62 / 1000}))],
+        "step 1: delay_ms",
+    ),
+    "a negative keep": ([pb.Step(group=True, members=[2], keep_ms=-5), pb.Step(job=job())], "keep_ms -5"),
+    "a group name too long": (
+        [pb.Step(group=True, members=[2], name="x" * 1000), pb.Step(job=job())],
+        "--max-name-length",
+    ),
 }
 
 
@@ -108,3 +119,13 @@ def test_a_chain_runs_256_steps_deep_and_one_more_is_refused_clearly(tmp_path: P
             assert client.count_jobs(statuses=["ready", "scheduled", "in_flight"]) == 0
     finally:
         server.close()
+
+
+def test_the_largest_ids_are_answered_not_failed(small: ServerProcess) -> None:
+    # 2**64 - 1 is a valid uint64 any client may send: its key range made the request fail.
+    with pyqueue.Client(small.address) as client:
+        assert client.cancel_workflow(2**64 - 1).changed == []
+        assert client.retry_workflow(2**64 - 1).changed == []
+        with pytest.raises(pyqueue.NotFound):
+            client.job_errors(2**64 - 1)
+    assert not [line for line in small.lines if "Traceback" in line]
