@@ -428,6 +428,11 @@ class Engine:
 
     def check_changes(self, changes: Changes) -> None:
         """The same checks as an enqueue, for the fields a change sets."""
+        if changes == Changes():
+            raise InvalidArgument(
+                "the update changes nothing: set queue, priority, run_at (or clear_run_at), "
+                "max_retries, backoff, keep_completed_ms, payload or content_type"
+            )
         limits = self.config.limits
         if changes.queue is not None:
             limits.check_name("queue", changes.queue)

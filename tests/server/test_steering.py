@@ -99,6 +99,13 @@ def test_bad_listing_requests_are_refused(client: pyqueue.Client) -> None:
         client.count_jobs(status="running")
 
 
+def test_an_update_that_changes_nothing_is_refused(client: pyqueue.Client) -> None:
+    job = client.enqueue("t", queue="q")
+    for update in (lambda: client.update_jobs({}, ids=[job.id]), lambda: client.update_job(job.id)):
+        with pytest.raises(pyqueue.InvalidArgument, match="the update changes nothing"):
+            update()
+
+
 def test_queues_show_counts_per_status(client: pyqueue.Client, known) -> None:  # type: ignore[no-untyped-def]
     queues = {q.name: q for q in client.queues()}
     for name in "ab":
