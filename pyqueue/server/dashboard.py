@@ -23,6 +23,7 @@ from pyqueue.client.history import History, QueueHistory
 from pyqueue.client.steering import per_process
 from pyqueue.errors import InvalidArgument, NotFound, PermissionDenied, PyQueueError, Unauthenticated
 from pyqueue.server.http_answers import StartResponse, answer, error_answer, json_answer
+from pyqueue.server.http_api_fields import parse_id, parse_limit
 from pyqueue.server.http_clients import TokenClients
 
 log = logging.getLogger("pyqueue.http")
@@ -97,12 +98,12 @@ class Dashboard:
             return self._cluster()
         if path == "/api/batches":
             return [
-                b.to_dict() for b in client.batches(min(int((query.get("limit") or ["50"])[0]), PAGE_LIMIT))
+                b.to_dict() for b in client.batches(parse_limit(query.get("limit", [""])[0], 50, PAGE_LIMIT))
             ]
         if path == "/api/workers":
             return [{**w.to_dict(), "queues": list(w.queues)} for w in per_process(client.workers())]
         if path == "/api/jobs":
-            limit = min(int((query.get("limit") or ["50"])[0]), PAGE_LIMIT)
+            limit = parse_limit(query.get("limit", [""])[0], 50, PAGE_LIMIT)
             jobs, after, before = client.list_page(
                 cursor=(query.get("cursor") or [""])[0],
                 limit=limit,
@@ -114,7 +115,7 @@ class Dashboard:
             return {"jobs": [_job(j) for j in jobs], "next_cursor": after, "prev_cursor": before}
         match = _JOB.match(path)
         if match:
-            job_id = int(match.group(1))
+            job_id = parse_id(match.group(1), "job")
             errors = [{**dataclasses.asdict(e), "at": e.at.isoformat()} for e in client.job_errors(job_id)]
             return {**_job(client.get_job(job_id)), "error_history": errors}
         raise NotFound(f"no such page: {path}")
@@ -123,7 +124,7 @@ class Dashboard:
         client = self.client
         match = _JOB_ACTION.match(path)
         if match:
-            job_id, action = int(match.group(1)), match.group(2)
+            job_id, action = parse_id(match.group(1), "job"), match.group(2)
             result = (client.retry_jobs if action == "retry" else client.delete_jobs)(ids=[job_id])
             if result.rejected:
                 refusal = result.rejected[0]
@@ -140,7 +141,7 @@ class Dashboard:
             return {"done": action, "queue": info.name, "paused": info.paused}
         match = _WORKFLOW_ACTION.match(path)
         if match:
-            workflow_id, action = int(match.group(1)), match.group(2)
+            workflow_id, action = parse_id(match.group(1), "workflow"), match.group(2)
             if action == "cancel":
                 result = client.cancel_workflow(workflow_id)
             else:

@@ -22,7 +22,7 @@ from pyqueue.engine.errors import InvalidArgument, ResourceExhausted
 from pyqueue.errors import PyQueueError
 from pyqueue.errors import ResourceExhausted as PyQueueResourceExhausted
 from pyqueue.server.http_answers import StartResponse, error_answer, json_answer
-from pyqueue.server.http_api_fields import BadRequest, job_spec
+from pyqueue.server.http_api_fields import BadRequest, job_spec, parse_id
 from pyqueue.server.http_clients import TokenClients
 from pyqueue.server.http_limits import HttpLimits, body_chunks, parse_jobs
 from pyqueue.server.http_workflows import workflow_step
@@ -65,8 +65,9 @@ class JobsApi:
                 return json_answer(start_response, "200 OK", self._post(path, environ))
             found = (_JOB.match(path) or _BATCH.match(path)) if method in ("GET", "HEAD") else None
             if found:
-                client, item_id = self._clients.client, _id(found.group(1))
-                item = client.get_job(item_id) if path.startswith("/v1/jobs/") else client.batch(item_id)
+                client, is_job = self._clients.client, path.startswith("/v1/jobs/")
+                item_id = parse_id(found.group(1), "job" if is_job else "batch")
+                item = client.get_job(item_id) if is_job else client.batch(item_id)
                 return json_answer(start_response, "200 OK", item.to_dict())
             return error_answer(start_response, "404 Not Found", f"no such path: try {_PATHS}", "NOT_FOUND")
         except UnsupportedType as exc:
@@ -96,7 +97,7 @@ class JobsApi:
             }
         match = _WORKFLOW_CHANGE.match(path)
         assert match is not None
-        workflow_id, action = _id(match.group(1)), match.group(2)
+        workflow_id, action = parse_id(match.group(1), "workflow"), match.group(2)
         change = client.cancel_workflow if action == "cancel" else client.retry_workflow
         return {"workflow_id": str(workflow_id), action: len(change(workflow_id).changed)}
 
@@ -133,9 +134,3 @@ class JobsApi:
             raise BadRequest(str(exc)) from None
         answers = [{"id": str(j.id), "duplicate": j.duplicate, "status": j.status} for j in jobs]
         return {"jobs": answers} if many else answers[0]
-
-
-def _id(text: str) -> int:
-    if len(text) > 20 or int(text) >= 1 << 64:
-        raise BadRequest(f"id {text[:30]} is out of range: ids are below 2^64")
-    return int(text)

@@ -13,8 +13,24 @@ from pyqueue.client.spec import JOB_FIELDS
 FIELDS = JOB_FIELDS  # what a job spec takes, as the Python client's enqueue_many
 
 
-class BadRequest(Exception):
+class BadRequest(ValueError):
     """The request is not what the API takes: answered 400 with this message."""
+
+
+def parse_id(text: str, what: str = "id") -> int:
+    """A job's, batch's or workflow's id from a path: digits, below 2**64."""
+    if not text.isdigit() or len(text) > 20 or int(text) >= 1 << 64:
+        raise BadRequest(f"{what} {text[:30]} is not an id: ids are whole numbers below 2^64")
+    return int(text)
+
+
+def parse_limit(text: str | None, default: int, most: int) -> int:
+    """A page's `limit` from a query string: a whole number in 1..most (past it, `most`)."""
+    if text is None or text == "":
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise BadRequest(f"limit {text[:30]!r} is not a whole number from 1 to {most}")
+    return min(int(text), most)
 
 
 def job_spec(where: str, job: Any) -> dict[str, Any]:

@@ -141,6 +141,15 @@ def test_the_api_refuses_changes_without_its_header_and_bad_filters(tmp_path) ->
             },
         )
         assert call("/api/jobs/12345")[0] == 404
+        assert call("/api/jobs/99999999999999999999999") == (
+            400,
+            {
+                "error": "job 99999999999999999999999 is not an id: ids are whole numbers below 2^64",
+                "code": "INVALID_ARGUMENT",
+            },
+        )
+        status, body = call("/api/jobs?limit=abc")
+        assert status == 400 and body["error"] == "limit 'abc' is not a whole number from 1 to 200", body
         assert call("/api/workflows/12345/cancel", "POST")[0] == 403, "a change needs its header"
         # A workflow's jobs may still be on their way from another shard, so an id with no job
         # here is cancelled too (a mark that outlives its jobs): nothing of the job's changes.

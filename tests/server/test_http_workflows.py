@@ -100,6 +100,8 @@ def test_a_chain_and_a_chord_hand_each_step_what_the_one_before_gave(
     status, batch = _call(http, f"/v1/batches/{run['batch_id']}")
     assert status == 200 and (batch["completed"], batch["pending"]) == (2, 0), batch
     assert _call(http, "/v1/batches/12345")[0] == 404
+    status, answer = _call(http, f"/v1/batches/{2**64}")
+    assert status == 400 and "batch 18446744073709551616 is not an id" in answer["error"], answer
 
 
 def test_a_bad_step_is_refused_with_where_it_is_and_makes_nothing(
