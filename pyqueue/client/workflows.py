@@ -82,10 +82,12 @@ class Chain(Step):
 
 @dataclass(frozen=True)
 class Group(Step):
-    """Jobs started together, kept as one batch by the server. `name` is shown with it; `keep`
-    (seconds) keeps its bookkeeping after it succeeded (default: as long as completed jobs)."""
+    """Jobs started together, kept as one batch by the server. A member is a job, or a chain of
+    jobs (Celery's group of chains: the member has finished once its last job has, and hands on
+    that job's result). `name` is shown with it; `keep` (seconds) keeps its bookkeeping after it
+    succeeded (default: as long as completed jobs)."""
 
-    members: tuple[Task, ...]
+    members: tuple["Task | Chain", ...]
     on_success: "Task | Chain | None" = None
     on_complete: "Task | Chain | None" = None
     name: str = ""
@@ -100,11 +102,13 @@ class Group(Step):
         name: str = "",
         keep: float | timedelta | None = None,
     ) -> None:
-        tasks = []
+        tasks: list[Task | Chain] = []
         for i, member in enumerate(members):
             step = as_step(member)
-            if not isinstance(step, Task):
-                raise TypeError(f"member {i} of a group is a {type(step).__name__}: a member is one job")
+            if isinstance(step, Group) or (
+                isinstance(step, Chain) and not all(isinstance(s, Task) for s in step.steps)
+            ):
+                raise TypeError(f"member {i} of a group holds a group: a member is a job or a chain of jobs")
             tasks.append(step)
         object.__setattr__(self, "members", tuple(tasks))
         object.__setattr__(self, "on_success", _callback(on_success, "on_success"))
@@ -141,13 +145,19 @@ def _origin(step: Step) -> Origin:
     if isinstance(step, Task):
         tasks = [step]
     elif isinstance(step, Chain):
-        tasks = [t for s in step.steps for t in ([s] if isinstance(s, Task) else s.members)]
+        tasks = [t for s in step.steps for t in ([s] if isinstance(s, Task) else _tasks_of(s))]
     elif isinstance(step, Group):
-        tasks = list(step.members)
+        tasks = _tasks_of(step)
     for task in tasks:
         if task.origin is not None:
             return task.origin
     raise TypeError("this workflow has no job function's task to find an app by: pass a client")
+
+
+def _tasks_of(group: Group) -> list[Task]:
+    return [
+        t for m in group.members for t in ([m] if isinstance(m, Task) else m.steps) if isinstance(t, Task)
+    ]
 
 
 def workflow_request(step: StepLike) -> pb.EnqueueWorkflowRequest:
@@ -187,7 +197,7 @@ def _emit_one(steps: list[pb.Step], item: "Task | Group", given: bool) -> int:
     if item.keep is not None:
         message.keep_ms = _seconds_ms(item.keep)
     for member in item.members:
-        message.members.append(_emit_one(steps, member, given))
+        message.members.append(_emit(steps, member, given))
     if item.on_success is not None:
         message.on_success = _emit(steps, item.on_success, given=True)
     if item.on_complete is not None:

@@ -5,8 +5,9 @@ written as JSON for producers without the Python client. A step is one of:
   hands it;
 - a chain, `{"chain": [step, ...]}`: each step starts once the one before has completed, given
   its result;
-- a group (a batch), `{"group": [job, ...], "on_success": step, "on_complete": step, "name": ...,
-  "keep": seconds}`; a step after it (a chord) is the next step of a chain.
+- a group (a batch), `{"group": [member, ...], "on_success": step, "on_complete": step, "name":
+  ..., "keep": seconds}`, a member being a job or a chain of jobs; a step after it (a chord) is
+  the next step of a chain.
 
 The JSON becomes the client's own `Task`, `Chain` and `Group`, so both front doors check a
 workflow the same way before the server checks it again.
@@ -65,11 +66,16 @@ class _Reader:
         members = value["group"]
         if not isinstance(members, list):
             raise BadRequest(f'{where}: "group" is a list of jobs')
-        tasks = []
+        tasks: list[Task | Chain] = []
         for i, member in enumerate(members):
-            if isinstance(member, dict) and ({"chain", "group"} & set(member)):
-                raise BadRequest(f"{where}, member {i}: a member of a group is one job")
-            tasks.append(self.task(member, f"{where}, member {i}"))
+            at = f"{where}, member {i}"
+            if isinstance(member, dict) and "group" in member:
+                raise BadRequest(f"{at}: a member is a job or a chain of jobs, not a group")
+            step = self.step(member, at, depth + 1)
+            if isinstance(step, Chain) and not all(isinstance(s, Task) for s in step.steps):
+                raise BadRequest(f"{at}: a member is a job or a chain of jobs, not a group")
+            assert not isinstance(step, Group)
+            tasks.append(step)
         callbacks = {
             name: self.step(value[name], f"{where}, {name}", depth + 1)
             for name in ("on_success", "on_complete")

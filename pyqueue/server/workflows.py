@@ -7,7 +7,7 @@ from typing import Any
 from pyqueue.engine import Engine, EngineError, ranges
 from pyqueue.engine.errors import FailedPrecondition, InvalidArgument
 from pyqueue.engine.flows import GroupStep, JobStep, Step, job_to_dict
-from pyqueue.engine.flows.plan import MAX_DEPTH
+from pyqueue.engine.flows.plan import MAX_DEPTH, member_chain_problem
 from pyqueue.engine.workflows import BatchStatus
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import change_response, new_job
@@ -83,9 +83,7 @@ class Plan:
             )
         if s.HasField("keep_ms"):
             ranges.check("keep_ms", s.keep_ms, f"step {i}: ")
-        members = [
-            self.job_step(m, f"member {k} of step {i}", path, alone=True) for k, m in enumerate(s.members)
-        ]
+        members = [self.member(m, f"member {k} of step {i}", path) for k, m in enumerate(s.members)]
         group: GroupStep = {"members": members, "name": s.name}
         group["on_success"] = (
             self.job_step(s.on_success, f"step {i}'s on_success", path) if s.on_success else None
@@ -97,16 +95,22 @@ class Plan:
         group["keep_ms"] = s.keep_ms if s.HasField("keep_ms") else None
         return group
 
-    def job_step(self, plus_one: int, where: str, path: frozenset[int], alone: bool = False) -> JobStep:
+    def job_step(self, plus_one: int, where: str, path: frozenset[int]) -> JobStep:
         if not plus_one or plus_one > len(self.steps):
             raise InvalidArgument(f"{where} names step {plus_one - 1}, and there are {len(self.steps)}")
         target = self.steps[plus_one - 1]
         if target.group or not target.HasField("job"):
             raise InvalidArgument(f"{where} must be a job step (step {plus_one - 1} is not)")
-        if alone and target.next:
-            raise InvalidArgument(f"{where} has a step after it: a member is one job")
         step = self.ref(plus_one, where, path)
         assert step is not None and "job" in step
+        return step
+
+    def member(self, plus_one: int, where: str, path: frozenset[int]) -> JobStep:
+        """A group's member: a job, or a chain of jobs (done when its last job is)."""
+        step = self.job_step(plus_one, where, path)
+        problem = member_chain_problem(step)
+        if problem:
+            raise InvalidArgument(f"{where}: {problem}")
         return step
 
     def job(self, i: int, job: pb.NewJob) -> dict[str, Any]:

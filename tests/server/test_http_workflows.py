@@ -85,18 +85,20 @@ def test_a_chain_and_a_chord_hand_each_step_what_the_one_before_gave(
     parsed = _run_one(client, "c")
     assert (parsed.type, parsed.input, parsed.workflow_id) == ("parse", "<html>", int(run["workflow_id"]))
 
+    # A chord whose first member is a chain: that member hands on its last job's result.
+    count = [{"type": "count", "queue": "g", "payload": n} for n in (1, 2, 3)]
     chord = {
         "chain": [
-            {"group": [{"type": "count", "queue": "g", "payload": n} for n in (1, 2)], "keep": 60},
+            {"group": [{"chain": [count[0], count[2]]}, count[1]], "keep": 60},
             {"type": "sum", "queue": "g"},
         ]
     }
     status, run = _call(http, "/v1/workflows", chord)
     assert status == 200, run
-    for _ in range(2):
+    for _ in range(3):
         _run_one(client, "g", lambda member: member.payload * 10)
     total = _run_one(client, "g")
-    assert (total.type, total.input) == ("sum", [10, 20]), "the members' results, in order"
+    assert (total.type, total.input) == ("sum", [30, 20]), "the members' results, in order"
     status, batch = _call(http, f"/v1/batches/{run['batch_id']}")
     assert status == 200 and (batch["completed"], batch["pending"]) == (2, 0), batch
     assert _call(http, "/v1/batches/12345")[0] == 404
@@ -116,7 +118,8 @@ def test_a_bad_step_is_refused_with_where_it_is_and_makes_nothing(
         ([job], "the workflow: a step is a JSON object"),
         ({"chain": []}, '"chain" is a list of at least one step'),
         ({"chain": [job], "name": "x"}, 'a chain has only "chain" (found name)'),
-        ({"group": [job, {"chain": [job]}]}, "the workflow, member 1: a member of a group is one job"),
+        ({"group": [job, {"group": [job]}]}, "the workflow, member 1: a member is a job or a chain of jobs"),
+        ({"group": [{"chain": [job, {"group": [job]}]}]}, "member 0: a member is a job or a chain of jobs"),
         ({"group": [job], "size": 3}, "unknown fields of a group size"),
         ({"group": [job], "on_success": {"group": [job]}}, "on_success must be a job"),
         ({"group": [job], "keep": "long"}, '"keep" is a finite number of seconds'),

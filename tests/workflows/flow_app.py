@@ -67,3 +67,9 @@ def split(album: str, pages: int) -> None:
 @app.job(queue="mail")
 def send_digest(events: list[dict[str, Any]]) -> None:
     record("send_digest", events)
+
+
+@app.job(queue="albums")  # shard 1 of 2: after resize, a chain's step on the other shard
+def caption(image: str) -> str:
+    record("caption", image)
+    return f"{image} (captioned)"

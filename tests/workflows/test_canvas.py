@@ -6,7 +6,7 @@ from typing import Any
 
 import flow_app
 import pytest
-from flow_app import build_album, celebrate, cover, publish, ran, report, resize, send_digest, split
+from flow_app import build_album, caption, celebrate, cover, publish, ran, report, resize, send_digest, split
 
 import pyqueue
 from pyqueue.testing import drain
@@ -69,8 +69,8 @@ def test_a_call_that_does_not_fit_its_function_is_refused_at_enqueue(flows: pyqu
         flows.chain(resize.s("a.jpg", "extra")).enqueue()
     with pytest.raises(TypeError, match="build_album"):  # handed a result, plus two: one too many
         flows.chain(resize.s("a.jpg"), build_album.s("x", "y")).enqueue()
-    with pytest.raises(TypeError, match="a member is one job"):
-        pyqueue.Group([flows.chain(resize.s("a"), publish.s())])
+    with pytest.raises(TypeError, match="a member is a job or a chain of jobs"):
+        pyqueue.Group([flows.chain(resize.s("a"), pyqueue.Group([publish.s()]))])
     with pytest.raises(TypeError, match="not a group"):
         pyqueue.Group([resize.s("a")], on_success=pyqueue.Group([resize.s("b")]))
     with pytest.raises(TypeError, match="must be a job"):
@@ -130,3 +130,36 @@ def test_cancelling_a_workflow_cancels_its_jobs_on_every_shard_and_fires_nothing
     drain(flows, QUEUES)
     assert ran() == []
     assert flows.client.count_jobs(queues=["mail"]) == 0  # no callback was made
+
+
+def test_a_group_of_chains_counts_each_chain_once_and_hands_its_last_result_on(flows: pyqueue.App) -> None:
+    # Celery's group of chains: each chain is one member, done when its last job is, across shards.
+    workflow = flows.group(
+        [flows.chain(resize.s("a.jpg"), caption.s()), resize.s("b.jpg")], name="captioned"
+    ).then(build_album.s("holiday"))
+    workflow.enqueue()
+    run_until(flows, lambda: "build_album" in names())
+    album = next(e for e in ran() if e[0] == "build_album")
+    assert album[1:] == [["small-a.jpg (captioned)", "small-b.jpg"], "holiday"], "in member order"
+    assert names().count("build_album") == 1 and names().count("caption") == 1
+
+
+def test_a_chain_member_that_dies_is_dead_in_its_batch_and_goes_on_once_retried(flows: pyqueue.App) -> None:
+    batch = pyqueue.Batch(
+        [flows.chain(resize.s("bad.jpg"), caption.s()), resize.s("a.jpg")],
+        on_complete=report.s("ops"),
+        on_success=celebrate.s(),
+        keep=3600,  # its counts are read once it has succeeded
+    )
+    run = batch.enqueue()
+    run_until(flows, lambda: "report" in names())
+    info = flows.client.batch(run.batch_id)
+    assert (info.total, info.completed, info.dead) == (2, 1, 1), "the chain is one member"
+    assert "caption" not in names(), "the chain stopped at its dead job"
+
+    flow_app.BROKEN.clear()
+    assert flows.client.retry_workflow(run.workflow_id).changed == list(info.dead_jobs)
+    run_until(flows, lambda: "celebrate" in names())
+    assert names().count("caption") == 1 and names().count("celebrate") == 1
+    info = flows.client.batch(run.batch_id)
+    assert (info.total, info.completed, info.dead, info.pending) == (2, 2, 0, 0)

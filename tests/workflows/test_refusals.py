@@ -1,6 +1,6 @@
 """Bad workflows are refused whole, with a status and a message that says what to fix, and
 nothing is written: a cycle, a step named twice or never, a callback that is not a job, a member
-with steps of its own, more jobs than --max-workflow-jobs, a unique key, steps nested past 256;
+whose chain holds a group, more jobs than --max-workflow-jobs, a unique key, steps nested past 256;
 a result too large to hand on fails its attempt instead of starting the next step."""
 
 from collections.abc import Iterator
@@ -40,9 +40,14 @@ CASES = {
         [pb.Step(group=True, members=[2], on_complete=3), pb.Step(job=job()), pb.Step(group=True)],
         "must be a job step",
     ),
-    "a member with a step after it": (
-        [pb.Step(group=True, members=[2]), pb.Step(job=job(), next=3), pb.Step(job=job())],
-        "a member is one job",
+    "a member whose chain holds a group": (
+        [
+            pb.Step(group=True, members=[2]),
+            pb.Step(job=job(), next=3),
+            pb.Step(group=True, members=[4]),
+            pb.Step(job=job()),
+        ],
+        "member 0 of step 0: its step 1 is a group: a member is a job or a chain of jobs",
     ),
     "a step of no kind": ([pb.Step()], "neither a job nor a group"),
     "a reference past the steps": ([pb.Step(job=job(), next=9)], "there are 1"),

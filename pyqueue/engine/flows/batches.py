@@ -21,11 +21,19 @@ STATES = ("pending", "completed", "dead", "cancelled", "deleted")
 
 
 def launch(
-    view: BatchView, writes: Writes, flows: Flows, step: Step, flow_id: int, given: str | None
+    view: BatchView,
+    writes: Writes,
+    flows: Flows,
+    step: Step,
+    flow_id: int,
+    given: str | None,
+    member: dict[str, Any] | None = None,
 ) -> None:
-    """Start `step` of workflow `flow_id`, handing it `given` (JSON text) unless it wants none."""
+    """Start `step` of workflow `flow_id`, handing it `given` (JSON text) unless it wants none.
+    `member`: the step goes on a chain that is a batch's member (its batch, index, and whether
+    the batch's next step takes results), so the job keeps the member's place."""
     if "job" in step:
-        launch_job(view, writes, flows, step, {"w": flow_id}, given)
+        launch_job(view, writes, flows, step, {"w": flow_id, **(member or {})}, given)
     else:
         open_batch(view, writes, flows, step, flow_id, given)
 

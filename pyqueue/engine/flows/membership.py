@@ -1,7 +1,9 @@
 """What a workflow's job changing state means for its workflow, in the same write as the change:
 its batch is told (here, or through the outbox), and a completed job starts the step after it,
 given its result. A dead job stops its chain: the steps after it stay in its options, and
-retrying it (`pyqueue retry`, or `retry_workflow`) takes the chain up again."""
+retrying it (`pyqueue retry`, or `retry_workflow`) takes the chain up again. A batch's member
+that is a chain of jobs keeps its place in the batch from job to job; the batch is told when
+the chain ends (its last job completes) or stops (a job of it goes dead, is cancelled or deleted)."""
 
 from typing import Any
 
@@ -30,11 +32,14 @@ def job_ended(
         return
     flows, flow = found
     text = result.decode() if result is not None else None
-    if "b" in flow:
+    goes_on = status == Status.COMPLETED and bool(flow.get("n"))
+    member: dict[str, Any] = {k: flow[k] for k in ("b", "i", "r") if k in flow}
+    if member and not goes_on:  # a member that is a chain has finished with its last job
         passed = text if flow.get("r") and status == Status.COMPLETED else None
         tell_batch(view, writes, flows, flow, _STATE[status], record.id, passed)
-    if status == Status.COMPLETED and flow.get("n"):
-        batches.launch(view, writes, flows, flow["n"], flow["w"], "null" if text is None else text)
+    if goes_on:
+        given = "null" if text is None else text
+        batches.launch(view, writes, flows, flow["n"], flow["w"], given, member or None)
 
 
 def job_revived(view: BatchView, writes: Writes, record: JobRecord) -> None:

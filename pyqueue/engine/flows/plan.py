@@ -74,23 +74,33 @@ def every_job(step: Step | None) -> list[dict[str, Any]]:
         return []
     if "job" in step:
         return [step["job"], *every_job(step.get("next"))]
-    jobs = [m["job"] for m in step["members"]]
+    jobs = [job for member in step["members"] for job in every_job(member)]
     for callback in (step.get("on_success"), step.get("on_complete")):
         jobs += every_job(callback)
     return jobs + every_job(step.get("next"))
 
 
+def member_chain_problem(member: Step) -> str:
+    """Why `member` cannot be a group's member ('' when it can): a member is a job, or a chain
+    of jobs (the member has finished when its last job has; a group inside it is not kept)."""
+    at: Step | None = member
+    k = 0
+    while at is not None:
+        if "job" not in at:
+            return f"its step {k} is a group: a member is a job or a chain of jobs"
+        at, k = at.get("next"), k + 1
+    return ""
+
+
 def check_plan(step: Step, max_jobs: int) -> int:
-    """Refuse what no server should start: a group member with steps of its own, a workflow of
-    more jobs than one call may enqueue, a unique key (a workflow's jobs are its own). Returns the
-    number of jobs the plan may create."""
+    """Refuse what no server should start: a group member that is not a job or a chain of jobs,
+    a workflow of more jobs than one call may enqueue, a unique key (a workflow's jobs are its
+    own). Returns the number of jobs the plan may create."""
     if "members" in step:
         for i, member in enumerate(step["members"]):
-            if member.get("next"):
-                raise InvalidArgument(
-                    f"member {i} of a group has a step after it: a member is one job "
-                    "(put the chain after the group, or make the member start a workflow of its own)"
-                )
+            problem = member_chain_problem(member)
+            if problem:
+                raise InvalidArgument(f"member {i} of a group: {problem}")
     jobs = every_job(step)
     if len(jobs) > max_jobs:
         raise ResourceExhausted(
