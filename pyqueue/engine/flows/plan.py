@@ -61,13 +61,6 @@ def job_from_dict(fields: dict[str, Any]) -> NewJob:
     return NewJob(**values)
 
 
-def queues_of(step: Step) -> list[str]:
-    """The queues of a step's own jobs (a group: its members'), for routing and rights."""
-    if "job" in step:
-        return [step["job"]["queue"]]
-    return [m["job"]["queue"] for m in step["members"]]
-
-
 def every_job(step: Step | None) -> list[dict[str, Any]]:
     """Every job a plan may create, callbacks and later steps included."""
     if step is None:
