@@ -209,3 +209,14 @@ def serve_once(data_dir: Path, *args: str) -> "subprocess.CompletedProcess[str]"
 def queue_on(topology, shard: int) -> str:  # type: ignore[no-untyped-def]
     """A queue name that shard `shard` of `topology` owns."""
     return next(f"q{i}" for i in range(1000) if topology.shard_of_queue(f"q{i}") == shard)
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started (from any of its threads: the supervisor starts shards from a pool)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found

@@ -10,11 +10,12 @@ import logging
 import os
 import signal
 import subprocess
-from types import FrameType
+import time
 
 from pyqueue.children import child_environment, pyqueue_command
 
 log = logging.getLogger("pyqueue.worker")
+FORWARD_EVERY_S = 0.05  # how soon a signal reaches the children, and the parent sees them exit
 
 
 def without_processes(argv: list[str]) -> list[str]:
@@ -34,22 +35,30 @@ def without_processes(argv: list[str]) -> list[str]:
 
 
 def run_processes(n: int, argv: list[str]) -> int:
-    command = pyqueue_command(*without_processes(argv))
-    children = [subprocess.Popen(command, env=child_environment()) for _ in range(n)]
-    log.info("started %d worker processes: %s", n, ", ".join(str(c.pid) for c in children))
-
-    forwarded: set[int] = set()
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        forwarded.add(signum)
-        for child in children:
-            if child.poll() is None:
-                os.kill(child.pid, signum)
-
+    # The handlers are in place before the first child starts, and they only note the signal:
+    # the loop below forwards it. (Installed after the children, a SIGTERM in between killed the
+    # parent and left its children running, with no one to stop them.)
+    signals: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, forward)
-    codes = [exit_code(child.wait(), forwarded) for child in children]
-    return max(codes, default=0)
+        signal.signal(sig, lambda signum, frame: signals.append(signum))
+    command = pyqueue_command(*without_processes(argv))
+    children: list[subprocess.Popen[bytes]] = []
+    for _ in range(n):
+        if signals:
+            break  # stopped while starting: start no more
+        children.append(subprocess.Popen(command, env=child_environment()))
+    log.info("started %d worker processes: %s", len(children), ", ".join(str(c.pid) for c in children))
+    forwarded = 0
+    while True:
+        for signum in signals[forwarded:]:
+            for child in children:
+                if child.poll() is None:
+                    os.kill(child.pid, signum)
+            forwarded += 1
+        if all(child.poll() is not None for child in children):
+            break
+        time.sleep(FORWARD_EVERY_S)
+    return max((exit_code(child.returncode, set(signals)) for child in children), default=0)
 
 
 def exit_code(returncode: int, forwarded: set[int]) -> int:

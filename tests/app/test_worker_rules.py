@@ -3,10 +3,11 @@ that hold, jobs of a type the worker lacks, failures that show."""
 
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from harness import ProcessOutput, wait_gone, wait_status
+from harness import ProcessOutput, children, wait_gone, wait_status
 from test_worker import start_worker, wait_for_lines
 
 import pyqueue
@@ -200,6 +201,24 @@ def test_processes_stopped_while_its_children_start_exits_cleanly(app, client, s
     assert worker.returncode == 0, out
     stored = client.get_job(job.id)
     assert stored.status in ("ready", "completed") and stored.lost == 0
+
+
+def test_processes_stopped_as_soon_as_a_child_exists_stops_every_child(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The parent's handlers are in place before its first child starts: a SIGTERM at any moment
+    # after that stops the children too (one between the start and the handlers killed the
+    # parent and left its children running).
+    worker = start_worker(server, tmp_path / "ran.log", "--processes", "2")
+    output = ProcessOutput(worker)
+    deadline = time.monotonic() + 60
+    while not children(worker.pid):
+        assert worker.poll() is None and time.monotonic() < deadline, "no child started"
+        time.sleep(0.001)
+    started = children(worker.pid)
+    worker.send_signal(signal.SIGTERM)
+    out = output.finish()
+    assert worker.returncode == 0, out
+    for pid in started:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text(), out
 
 
 def test_jobs_prefetched_on_a_stream_that_died_do_not_run_there(app, client, server, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -10,21 +10,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import ServerProcess
+from harness import ServerProcess, children
 from nats_servers import NatsCluster
 
 _names = itertools.count()
-
-
-def children(pid: int) -> list[int]:
-    """The processes `pid` started (from any of its threads: the supervisor starts shards from a pool)."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
 
 
 class Node(ServerProcess):

@@ -17,7 +17,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "durability"))
 
-from cluster_nodes import Cluster, Node, children, wait_until
+from cluster_nodes import Cluster, Node, wait_until
+from harness import children
 from history import History, Load
 
 import pyqueue
