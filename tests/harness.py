@@ -1,6 +1,7 @@
 """Real server processes for tests: start, SIGTERM, SIGKILL, restart; all on loopback."""
 
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -8,7 +9,10 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 _SPEC = importlib.util.find_spec("pyqueue")
@@ -220,3 +224,14 @@ def children(pid: int) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def json_call(url: str, body: bytes | None = None, kind: str = "application/json") -> tuple[int, Any]:
+    """An HTTP API's answer: (status, its JSON); a body makes it a POST of that content type."""
+    method = "POST" if body is not None else "GET"
+    request = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": kind})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())

@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from harness import ServerProcess
+from harness import ServerProcess, json_call
 
 import pyqueue
 
@@ -52,14 +52,7 @@ def test_the_documented_curl_examples_run(server: ServerProcess, client: pyqueue
 
 
 def _post(http: str, body: bytes) -> tuple[int, dict]:  # type: ignore[type-arg]
-    request = urllib.request.Request(
-        f"http://{http}/v1/jobs", data=body, method="POST", headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=20) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return json_call(f"http://{http}/v1/jobs", body)  # type: ignore[no-any-return]
 
 
 def test_bad_bodies_are_refused_clearly_and_change_nothing(

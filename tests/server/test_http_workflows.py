@@ -5,14 +5,12 @@ and a bad step is refused with where it is, making nothing."""
 import json
 import re
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ServerProcess
+from harness import ServerProcess, json_call
 
 import pyqueue
 
@@ -22,17 +20,7 @@ BLOCKS = re.findall(r"```sh\n(.*?)```", DOC.read_text().split("## Workflows")[1]
 
 def _call(http: str, path: str, body: Any = None, kind: str = "application/json") -> tuple[int, Any]:
     data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    request = urllib.request.Request(
-        f"http://{http}{path}",
-        data=data,
-        method="POST" if data is not None else "GET",
-        headers={"Content-Type": kind},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return json_call(f"http://{http}{path}", data, kind)
 
 
 def _run_one(
