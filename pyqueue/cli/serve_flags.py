@@ -145,6 +145,7 @@ class ServeFlags:
         from pyqueue.server import ServerConfig
         from pyqueue.server.config import TlsFiles
         from pyqueue.server.descriptors import connection_cap
+        from pyqueue.server.relay_secret import take_from_environment
 
         return ServerConfig(
             data_dir=self.data_dir,
@@ -171,4 +172,5 @@ class ServeFlags:
             unique_per_queue=not self.unique_across_queues,
             retry=self.retry(),
             cluster=self.cluster(),
+            relay_secret=take_from_environment(),
         )

@@ -35,6 +35,7 @@ class NodeMap:
         self.link = NatsLink(config)
         self.instance = uuid.uuid4().hex
         self.address = ""
+        self.relay_secret = ""  # the cluster's (server/relay_secret.py), read when joining
         self.owners: list[Owner | None] = [None] * shards
         # For /metrics: what this node saw and did.
         self.owner_changes = [0] * shards  # a shard's owner became another node
@@ -58,7 +59,7 @@ class NodeMap:
         from pyqueue.cluster.shard_node import join
 
         await asyncio.to_thread(self.link.start)
-        await self.link.run(lambda: join(self.link, self.shards))
+        self.relay_secret = await self.link.run(lambda: join(self.link, self.shards))
         key = node_key(self.config.node)
         first_seen: tuple[int, float] | None = None
         while True:

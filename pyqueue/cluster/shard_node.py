@@ -10,8 +10,10 @@ standby.
 """
 
 import asyncio
+import contextlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -32,13 +34,26 @@ log = logging.getLogger("pyqueue.cluster")
 TRANSIENT = (TimeoutError, OSError, nats.errors.Error)
 T = TypeVar("T")
 Serve = Callable[..., Awaitable[None]]
+RELAY_SECRET_KEY = "relay-secret"  # the bucket's key of the nodes' relay secret
 
 
-async def join(link: NatsLink, shards: int) -> None:
-    """Open the cluster's bucket; refuse a shard count other than the cluster's."""
+async def join(link: NatsLink, shards: int) -> str:
+    """Open the cluster's bucket; refuse a shard count other than the cluster's. The cluster's
+    relay secret (server/relay_secret.py): the first node to join makes it."""
     from nats.js.errors import KeyWrongLastSequenceError
 
     await link.open_bucket()
+    await _check_shards(link, shards)
+    with contextlib.suppress(KeyWrongLastSequenceError):  # another node made it
+        await link.settled(
+            lambda: link.kv.create(RELAY_SECRET_KEY, secrets.token_urlsafe(32).encode()), "joining"
+        )
+    return bytes((await link.settled(lambda: link.kv.get(RELAY_SECRET_KEY), "joining")).value).decode()
+
+
+async def _check_shards(link: NatsLink, shards: int) -> None:
+    from nats.js.errors import KeyWrongLastSequenceError
+
     try:
         await link.settled(lambda: link.kv.create("shards", json.dumps(shards).encode()), "joining")
     except KeyWrongLastSequenceError:

@@ -115,6 +115,14 @@ class Workflows:
         outcome: Outcome = await self._submit(RetryFlow(flow_id, self.memory, self.policy))
         return outcome
 
+    def batch_queues(self, batch_id: int) -> frozenset[str] | None:
+        """The queues a batch belongs to (None: no such batch here). A batch made before batches
+        kept them says "*": it belongs to every queue."""
+        raw = self.store.get(Family.DATA, keys.batch_key(batch_id))
+        if raw is None:
+            return None
+        return frozenset(json.loads(raw).get("queues", ("*",)))
+
     def batch(self, batch_id: int) -> BatchStatus:
         raw = self.store.get(Family.DATA, keys.batch_key(batch_id))
         if raw is None:
@@ -143,12 +151,17 @@ class Workflows:
 
     async def pull(self, after: int, limit: int, wait_s: float) -> list[tuple[int, int, bytes]]:
         """Durable outbox entries past `after`, waiting up to `wait_s` for one. The caller applied
-        those up to `after` where they go: they are dropped first."""
-        if after > self.flows.trimmed_seq:
-            await self.trim(min(after, self.flows.durable_seq))
+        those up to `after` where they go: they are dropped first, but never one that no pull
+        handed out (a relay cannot drop what nobody carried)."""
+        upto = min(after, self.flows.pulled_seq)
+        if upto > self.flows.trimmed_seq:
+            await self.trim(upto)
         if not await self.flows.wait_durable(after, wait_s):
             return []
-        return await asyncio.to_thread(outbox.read, self.store, after, self.flows.durable_seq, limit)
+        entries = await asyncio.to_thread(outbox.read, self.store, after, self.flows.durable_seq, limit)
+        if entries:
+            self.flows.pulled_seq = max(self.flows.pulled_seq, entries[-1][0])
+        return entries
 
     async def take_in(self, source: int, entries: Sequence[tuple[int, bytes]]) -> int:
         applied: int = await self._submit(ApplyInbox(source, entries, self.flows, self.memory))

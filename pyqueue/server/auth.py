@@ -20,8 +20,8 @@ Clients send `authorization: Bearer TOKEN` as gRPC metadata. Tokens are long ran
 so a plain SHA-256 is enough to store them: there is nothing to guess.
 """
 
-import hashlib
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -58,7 +58,7 @@ class Principal:
     def may_somewhere(self, role: str) -> bool:
         return any(r == role or r == "admin" for r, _ in self.grants)
 
-    def require(self, role: str, queues: "set[str] | list[str] | tuple[str, ...]") -> None:
+    def require(self, role: str, queues: Collection[str]) -> None:
         for queue in sorted(queues):
             if not self.may(role, queue):
                 raise PermissionDenied(
@@ -71,17 +71,6 @@ class Principal:
             raise PermissionDenied(
                 f"token {self.name!r} lacks the {role} right on every queue ({role}:*), which {why}"
             )
-
-
-RELAY = Principal("pyqueue-relay", (("relay", "*"),))
-
-
-def relay_token(path: Path) -> str:
-    """The token the server's relay carries workflow entries between shards with: derived from the
-    auth file, so every shard and node that reads the same file knows it and no one is given it.
-    Whoever can read the auth file can derive it (and relay entries): keep the file as private as
-    the server's data."""
-    return hashlib.sha256(b"pyqueue relay between shards\0" + path.read_bytes()).hexdigest()
 
 
 class Authority:
@@ -108,7 +97,6 @@ class Authority:
             principals[digest] = Principal(name, tuple(parse_grant(g) for g in grants))
         if not principals:
             raise AuthFileError(f"{path} lists no [[token]]: no one could connect")
-        principals[hash_token(relay_token(path))] = RELAY
         return cls(principals)
 
     def authenticate(self, metadata: "tuple[tuple[str, str | bytes], ...] | None") -> Principal:

@@ -81,6 +81,9 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     cluster: ClusterConfig | None = None  # a node of a cluster on NATS JetStream (docs/cluster.md)
+    relay_secret: str | None = field(
+        default=None, repr=False
+    )  # a shard's, from its supervisor (relay_secret.py)
 
     def host_rule(self) -> HostRule:
         """The names the HTTP port answers to (server/http_origin.py)."""

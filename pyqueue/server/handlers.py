@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 
 from pyqueue.engine.errors import EngineError
 from pyqueue.server.auth import Principal
-from pyqueue.server.rights import FORWARDED_FOR, Guard, outcome_of
+from pyqueue.server.rights import FORWARDED_FOR, RELAY, Guard, outcome_of
 from pyqueue.server.shutdown import CallsInHand
 from pyqueue.server.status import abort
 from pyqueue.v1 import queue_pb2 as pb
@@ -83,9 +83,20 @@ def _unary(
     async def counted(raw: bytes, context: Context) -> Any:
         calls.enter()
         try:
-            return await handle(raw, context)
+            return await (relayed(raw, context) if name in RELAY else handle(raw, context))
         finally:
             calls.leave()
+
+    async def relayed(raw: bytes, context: Context) -> Any:
+        try:
+            guard.check_relay(name, context.invocation_metadata())
+        except EngineError as exc:
+            await abort(context, exc)
+        try:
+            request = decode(raw)
+        except DecodeError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _refusal(decode, exc))
+        return await behavior(request, context)
 
     async def handle(raw: bytes, context: Context) -> Any:
         who = await _principal(guard, context) if watched else None

@@ -10,13 +10,12 @@ entry count twice."""
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
 
 from pyqueue.engine.services.base import Service
-from pyqueue.server.auth import METADATA_KEY, relay_token
+from pyqueue.server.relay_secret import RELAY_METADATA
 from pyqueue.v1 import queue_pb2 as pb
 
 
@@ -96,11 +95,12 @@ class ShardRelay(Service):
             )
 
 
-def start_relays(shards: int, stub_of: Callable[[int], Any], auth_file: Path | None) -> list[ShardRelay]:
-    """One relay per shard of a sharded server, started (a lone server has no one to carry to)."""
+def start_relays(shards: int, stub_of: Callable[[int], Any], secret: str) -> list[ShardRelay]:
+    """One relay per shard of a sharded server, started (a lone server has no one to carry to);
+    its calls carry the server's secret (relay_secret.py), and no token."""
     if shards < 2:
         return []
-    metadata = [(METADATA_KEY, f"Bearer {relay_token(auth_file)}")] if auth_file is not None else []
+    metadata = [(RELAY_METADATA, secret)]
     started = [ShardRelay(shard, stub_of, metadata) for shard in range(shards)]
     for relay in started:
         relay.start()

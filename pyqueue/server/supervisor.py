@@ -33,6 +33,7 @@ from pyqueue.server.auth import Authority
 from pyqueue.server.config import ServerConfig, TlsFiles
 from pyqueue.server.http import HttpEndpoint
 from pyqueue.server.relay import start_relays, stop_relays
+from pyqueue.server.relay_secret import RELAY_ENV, new_secret
 from pyqueue.server.rights import Guard
 from pyqueue.server.router import Router
 from pyqueue.server.shutdown import CallsInHand, stop_server
@@ -77,6 +78,7 @@ class ShardProcess:
         self.address = f"{host}:0"
         self.internal = ""  # where the router dials it, when not its public address (TLS)
         self.proc: subprocess.Popen[str] | None = None
+        self.relay_secret = ""  # the server's (relay_secret.py): in the environment, never in args
         self.init = False  # pass --init on the next start (then not again)
 
     @property
@@ -122,7 +124,7 @@ class ShardProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=child_environment(),
+            env={**child_environment(), RELAY_ENV: self.relay_secret},
         )
         self.init = False
         threading.Thread(target=self._relay, args=(self.proc, listening), daemon=True).start()
@@ -337,6 +339,14 @@ async def _follow_owners(nodes: "NodeMap", router: Router, tls: TlsFiles | None)
     return following
 
 
+def _hand_relay_secret(processes: list[ShardProcess], nodes: "NodeMap | None") -> str:
+    """The secret of the relay's calls (relay_secret.py): made now, or the cluster's."""
+    secret = nodes.relay_secret if nodes is not None else new_secret()
+    for process in processes:
+        process.relay_secret = secret
+    return secret
+
+
 async def supervise(
     data_dir: Path, listen: str, shards: int, args: list[str], grace_s: float, config: ServerConfig
 ) -> None:
@@ -356,6 +366,7 @@ async def supervise(
         process.address = f"{host}:{last.rsplit(':', 1)[1]}"
     loop = asyncio.get_running_loop()
     nodes = await _join_cluster(config, processes, host) if config.cluster is not None else None
+    relay_secret = _hand_relay_secret(processes, nodes)
     await asyncio.gather(*(loop.run_in_executor(None, p.start) for p in processes))
 
     def published() -> list[str]:
@@ -370,7 +381,7 @@ async def supervise(
         loop.add_signal_handler(sig, stop.set)
     router = Router(topology, [p.dial for p in processes], config.max_message_bytes)
     following = await _follow_owners(nodes, router, config.tls) if nodes is not None else None
-    carriers = start_relays(shards, lambda shard: router.stubs[shard], config.auth_file)
+    carriers = start_relays(shards, lambda shard: router.stubs[shard], relay_secret)
     authority = Authority.load(config.auth_file) if config.auth_file else None
     calls = CallsInHand()
     server, _, address, internal = await start_grpc(

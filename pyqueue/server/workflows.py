@@ -1,7 +1,6 @@
 """The workflow calls of a shard's servicer: a workflow's steps from the wire (checked whole
 before anything is written), batches to the wire, and the outbox's two ends for the relay."""
 
-import json
 from typing import Any
 
 from pyqueue.engine import Engine, EngineError, ranges
@@ -11,6 +10,7 @@ from pyqueue.engine.flows.plan import MAX_DEPTH, member_chain_problem
 from pyqueue.engine.workflows import BatchStatus
 from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import change_response, new_job
+from pyqueue.server.relayed import check_entries
 from pyqueue.server.status import Context, abort, answered
 from pyqueue.v1 import queue_pb2 as pb
 
@@ -134,22 +134,6 @@ def batch_to_pb(status: BatchStatus) -> pb.Batch:
     )
 
 
-def _check_entry(seq: int, raw: bytes) -> None:
-    try:
-        entry = json.loads(raw)
-    except ValueError:
-        entry = None
-    if (
-        not isinstance(entry, dict)
-        or entry.get("k") not in ENTRY_FIELDS
-        or not ENTRY_FIELDS[entry["k"]] <= set(entry)
-    ):
-        raise InvalidArgument(f"entry {seq} is not an outbox entry of a pyqueue shard")
-
-
-ENTRY_FIELDS = {"job": {"job", "flow"}, "ev": {"b", "i", "s", "j"}}
-
-
 class WorkflowCalls:
     engine: Engine
     config: ServerConfig
@@ -225,8 +209,7 @@ class WorkflowCalls:
         entries = [(e.seq, e.entry) for e in request.entries]
         try:
             self._between_shards(request.source)
-            for seq, raw in entries:
-                _check_entry(seq, raw)
+            check_entries(self.engine, self.config, list(request.entries))
             return pb.ApplyInboxResponse(applied=await self.engine.workflows.take_in(request.source, entries))
         except EngineError as exc:
             await abort(context, exc)

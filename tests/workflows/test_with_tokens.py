@@ -1,6 +1,5 @@
-"""With tokens on, the relay between shards carries a batch's events (with the token it derives
-from the auth file), a token's rights hold for workflow calls, and the relay's calls refuse every
-other token."""
+"""With tokens on, the relay between shards carries a batch's events (with the server's secret,
+no token), a token's rights hold for workflow calls, and the relay's calls refuse every token."""
 
 from pathlib import Path
 
@@ -58,6 +57,6 @@ def test_a_batch_across_shards_finishes_with_tokens_on(tmp_path: Path) -> None:
 
 def root_address(server: ServerProcess, root_token: str) -> str:
     with pyqueue.Client(server.address, token=root_token) as client:
-        topology = client.routes.topology
+        topology = client.topology()
         assert topology is not None
         return topology.addresses[0]

@@ -15,6 +15,11 @@ def inbox_meta(source: int) -> str:
     return f"flows.inbox.{source}"
 
 
+def last_to_meta(to: int) -> str:
+    """The sequence of this shard's last outbox entry for shard `to`."""
+    return f"flows.outbox_to.{to}"
+
+
 @dataclass
 class Flows:
     shard: int
@@ -25,6 +30,7 @@ class Flows:
     next_seq: int = 1  # the next outbox entry's sequence (set from the store at start)
     durable_seq: int = 0  # entries up to here are on disk: only they may leave the shard
     trimmed_seq: int = 0  # entries up to here were applied where they went, and dropped here
+    pulled_seq: int = 0  # the last entry a pull handed out since start: no trim goes past it
     stats: dict[str, int] = field(default_factory=dict)
     _written: asyncio.Event | None = None
 

@@ -3,7 +3,9 @@ server's relay once they are on disk. Each shard applies another's entries in se
 keeps the last applied in the same write, so an entry carried twice is applied once
 (`ApplyInbox` in requests.py).
 
-An entry is JSON: {"to": SHARD, "k": "job" | "ev", ...}:
+An entry is JSON: {"to": SHARD, "p": PREVIOUS, "k": "job" | "ev", ...}, where PREVIOUS is the
+sequence of this shard's entry before it for the same shard (0: none, or made before entries
+said), so the receiver can tell an entry left out from one that never was:
 - "job": a workflow's job to create on the shard of its queue ({"job", "flow", "d": delay});
 - "ev": a batch member's new state, for the batch's home ({"b", "i", "s", "j", "r"}).
 """
@@ -11,7 +13,7 @@ An entry is JSON: {"to": SHARD, "k": "job" | "ev", ...}:
 import json
 from typing import Any
 
-from pyqueue.engine.flows.context import SEQ_META, Flows
+from pyqueue.engine.flows.context import SEQ_META, Flows, last_to_meta
 from pyqueue.engine.view import BatchView, dump_doc
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
@@ -20,7 +22,11 @@ from pyqueue.store.contract import Family, Store
 def put(view: BatchView, writes: Any, flows: Flows, to: int, entry: dict[str, Any]) -> None:
     seq = flows.next_seq
     flows.next_seq += 1
-    view.put_meta(keys.outbox_key(seq), dump_doc({"to": to, **entry}))
+    # Read from the write, not kept in memory: a write abandoned or failed leaves no gap.
+    previous_key = keys.meta_key(last_to_meta(to))
+    previous = int(view.get_meta(previous_key) or 0)
+    view.put_meta(keys.outbox_key(seq), dump_doc({"to": to, "p": previous, **entry}))
+    view.put_meta(previous_key, str(seq).encode())
     view.put_meta(keys.meta_key(SEQ_META), str(seq).encode())
     writes.outbox_high = seq
     writes.outbox_of = flows

@@ -78,16 +78,32 @@ class ApplyInbox(Transitions):
     def apply(self, view: BatchView) -> None:
         key = keys.meta_key(inbox_meta(self.source))
         applied = int(view.get_meta(key) or 0)
-        done = 0
-        for seq, raw in self.entries:
-            if seq <= applied:
-                continue
-            self._apply_one(view, json.loads(raw))
+        new = self._in_order(applied)  # all checked before one is applied: a refusal writes nothing
+        for seq, entry in new:
+            self._apply_one(view, entry)
             applied = seq
-            done += 1
+        done = len(new)
         view.put_meta(key, str(applied).encode())
         self.flows.count("inbox_applied", done)
         self.result = done
+
+    def _in_order(self, applied: int) -> list[tuple[int, dict[str, Any]]]:
+        """The entries not applied before, each following the one applied before it: an entry
+        whose predecessor (its "p") was never applied here means one was left out."""
+        new = []
+        at = applied
+        for seq, raw in self.entries:
+            if seq <= at:
+                continue
+            entry = json.loads(raw)
+            if entry.get("p", 0) > at:
+                raise FailedPrecondition(
+                    f"entry {seq} from shard {self.source} follows its entry {entry['p']}, and this shard "
+                    f"has applied up to {at}: entries are applied in order, none left out"
+                )
+            new.append((seq, entry))
+            at = seq
+        return new
 
     def _apply_one(self, view: BatchView, entry: dict[str, Any]) -> None:
         if entry["k"] == "job":
