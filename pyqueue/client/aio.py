@@ -23,6 +23,7 @@ from pyqueue.client.security import Security
 from pyqueue.client.spec import JobOptions, new_job_message
 from pyqueue.client.steering import ChangeResult, CronInfo, QueueInfo, WorkerInfo
 from pyqueue.client.workflows import BatchInfo, StepLike, WorkflowRun
+from pyqueue.cluster import Topology
 from pyqueue.errors import FailedPrecondition, Unavailable, from_rpc_error
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
@@ -66,7 +67,14 @@ class AsyncClient:
         self._channels.append(channel)
         return pb_grpc.QueueStub(channel)
 
-    async def routes(self) -> "Routes[Any]":
+    async def topology(self) -> Topology:
+        """The server's shards and the slot map (one shard with an empty address: not sharded),
+        asked of the server on first use."""
+        topology = (await self._known_routes()).topology
+        assert topology is not None
+        return topology
+
+    async def _known_routes(self) -> "Routes[Any]":
         """Where calls go: learnt from the server's topology on first use."""
         if self._routes.topology is None and not self._routing:
             self._routes.learn(None)
@@ -88,7 +96,7 @@ class AsyncClient:
         """Single enqueues go on a stream kept open per shard (see client/enqueue_stream.py)."""
         stream = self._streams.get(shard)
         if stream is None:
-            stub = (await self.routes()).stub(shard)
+            stub = (await self._known_routes()).stub(shard)
             stream = self._streams[shard] = AsyncStreamedEnqueues(
                 stub, lambda m: self._send_to(shard, m), self.timeout
             )
@@ -119,7 +127,7 @@ class AsyncClient:
             await channel.close(None)
 
     async def _send_to(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
-        stub = (await self.routes()).stub(shard)
+        stub = (await self._known_routes()).stub(shard)
         return list((await self._call(stub.Enqueue, pb.EnqueueRequest(jobs=messages))).jobs)
 
     async def enqueue(self, type: str, payload: Any = None, **options: Unpack[JobOptions]) -> Job:
@@ -128,7 +136,7 @@ class AsyncClient:
         failover = Failover(self.failover_s, message)
         while True:
             try:
-                shard, _ = (await self.routes()).for_queue(message[0].queue)
+                shard, _ = (await self._known_routes()).for_queue(message[0].queue)
                 results = await (
                     self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
                 )
@@ -153,7 +161,7 @@ class AsyncClient:
                 await asyncio.sleep(delay)
 
     async def _enqueue_all(self, messages: list[pb.NewJob]) -> list[Job]:
-        routes = await self.routes()
+        routes = await self._known_routes()
         by_shard: dict[int, list[int]] = {}
         for i, message in enumerate(messages):
             by_shard.setdefault(routes.for_queue(message.queue)[0], []).append(i)
@@ -171,7 +179,7 @@ class AsyncClient:
 
     # Every call but enqueue and take is written once, in client/calls.py; these carry them.
     async def _run(self, call: calls.Call[T]) -> T:
-        stub = (await self.routes()).for_job(call.job_id) if call.job_id is not None else self._stub
+        stub = (await self._known_routes()).for_job(call.job_id) if call.job_id is not None else self._stub
         timeout = call.timeout if call.timeout is not None else self.timeout + call.extra_timeout
         return call.read(await self._call(getattr(stub, call.method), call.request, timeout))
 
@@ -359,7 +367,7 @@ class OpenTake:
     async def __aenter__(self) -> AsyncTakeStream:
         if self.client._routes.sharded:
             await self.client._forget_routes()  # a new stream is rare: learn where the shards are now
-        routes = await self.client.routes()
+        routes = await self.client._known_routes()
         owners = routes.by_shard(self.queues)
         if len(owners) == 1:
             ((shard, owned),) = owners.items()

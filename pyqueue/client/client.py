@@ -28,6 +28,7 @@ from pyqueue.client.steering import (
 )
 from pyqueue.client.take import MultiTakeStream, TakeStream
 from pyqueue.client.workflows import BatchInfo, StepLike, WorkflowRun
+from pyqueue.cluster import Topology
 from pyqueue.errors import (
     FailedPrecondition,
     Unavailable,
@@ -124,8 +125,15 @@ class Client:
         self._channels.append(channel)
         return pb_grpc.QueueStub(channel)
 
+    def topology(self) -> Topology:
+        """The server's shards and the slot map (one shard with an empty address: not sharded),
+        asked of the server on first use."""
+        topology = self._known_routes.topology
+        assert topology is not None
+        return topology
+
     @property
-    def routes(self) -> "Routes[pb_grpc.QueueStub]":
+    def _known_routes(self) -> "Routes[pb_grpc.QueueStub]":
         """Where calls go: learnt from the server's topology on first use."""
         with self._lock:
             if self._routes.topology is None and not self._routing:
@@ -155,7 +163,7 @@ class Client:
 
     def _send_streamed(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
         """Single enqueues go on a stream kept open per shard (see client/enqueue_stream.py)."""
-        stub = self.routes.stub(shard)
+        stub = self._known_routes.stub(shard)
         with self._lock:
             stream = self._streams.get(shard)
             if stream is None:
@@ -179,7 +187,7 @@ class Client:
         failover = Failover(self.failover_s, message)
         while True:
             try:
-                shard, _ = self.routes.for_queue(message[0].queue)
+                shard, _ = self._known_routes.for_queue(message[0].queue)
                 results = (
                     self._batcher(shard).submit(message) if self._batching else self._send_to(shard, message)
                 )
@@ -209,7 +217,7 @@ class Client:
                 time.sleep(delay)
 
     def _enqueue_all(self, messages: list[pb.NewJob]) -> list[Job]:
-        routes = self.routes
+        routes = self._known_routes
         by_shard: dict[int, list[int]] = {}
         for i, message in enumerate(messages):
             by_shard.setdefault(routes.for_queue(message.queue)[0], []).append(i)
@@ -224,11 +232,11 @@ class Client:
         return jobs_from(messages, [r for r in results if r is not None], self)
 
     def _send_to(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
-        return list(self._call(self.routes.stub(shard).Enqueue, pb.EnqueueRequest(jobs=messages)).jobs)
+        return list(self._call(self._known_routes.stub(shard).Enqueue, pb.EnqueueRequest(jobs=messages)).jobs)
 
     # Every call but enqueue and take is written once, in client/calls.py; these carry them.
     def _run(self, call: calls.Call[T]) -> T:
-        stub = self.routes.for_job(call.job_id) if call.job_id is not None else self._stub
+        stub = self._known_routes.for_job(call.job_id) if call.job_id is not None else self._stub
         timeout = call.timeout if call.timeout is not None else self.timeout + call.extra_timeout
         return call.read(self._call(getattr(stub, call.method), call.request, timeout))
 
@@ -430,7 +438,7 @@ class Client:
         names = [queues] if isinstance(queues, str) else list(queues)
         if self._routes.sharded:
             self._forget_routes()  # a new stream is rare: learn where the shards are now
-        routes = self.routes
+        routes = self._known_routes
         owners = routes.by_shard(names)
         if len(owners) == 1:
             ((shard, owned),) = owners.items()

@@ -146,7 +146,13 @@ async def serve_store(
 
     service = QueueService(engine, config)
     authority = Authority.load(config.auth_file) if config.auth_file else None
-    guard = Guard(authority, engine.job_queues, engine.cron_queue)
+    guard = Guard(
+        authority,
+        engine.job_queues,
+        engine.cron_queue,
+        relay_secret=config.relay_secret,
+        batch_queues=engine.workflows.batch_queues,
+    )
     calls = CallsInHand()
     server, health_service, address, internal = await start_grpc(
         service, config.listen, config.grpc_options(), guard, config.tls, internal=True, calls=calls

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pyqueue.engine.errors import EngineError
-from pyqueue.server.auth import Authority, Principal
+from pyqueue.server.auth import Authority, PermissionDenied, Principal
+from pyqueue.server.relay_secret import holds_secret
 from pyqueue.v1 import queue_pb2 as pb
 
 audit = logging.getLogger("pyqueue.audit")
@@ -22,6 +23,7 @@ FORWARDED_FOR = "x-pyqueue-forwarded-for"  # the client's address, on calls the 
 
 JobQueues = Callable[[list[int]], dict[int, str]]  # the queues of the jobs that exist, by id
 CronQueue = Callable[[str], str | None]  # a periodic job's queue by name
+BatchQueues = Callable[[int], "frozenset[str] | None"]  # a batch's queues ("*": every one)
 
 CHANGES = frozenset(
     {
@@ -39,7 +41,7 @@ CHANGES = frozenset(
         "RetryWorkflow",
     }
 )
-RELAY = frozenset({"PullOutbox", "ApplyInbox"})  # shard to shard (server/relay.py)
+RELAY = frozenset({"PullOutbox", "ApplyInbox"})  # shard to shard: the relay's secret (relay_secret.py)
 _FILTERED = {"UpdateJobs": "admin", "RetryJobs": "admin", "CancelJobs": "admin", "DeleteJobs": "admin"}
 _FILTERED |= {"ListJobs": "read", "CountJobs": "read"}
 _BY_QUEUE = {"PauseQueue": "admin", "ResumeQueue": "admin", "SetQueueLimit": "admin"}
@@ -57,17 +59,31 @@ class Guard:
         job_queues: JobQueues | None = None,
         cron_queue: CronQueue | None = None,
         audits: bool = True,
+        relay_secret: str | None = None,
+        batch_queues: BatchQueues | None = None,
     ) -> None:
         """`audits`: log the changes here (a router does not: the shard that makes each change
-        logs it, with the client's address the router passes on)."""
+        logs it, with the client's address the router passes on). `relay_secret`: what the
+        relay's calls must carry (None: no one may make them, as on a lone server or a router)."""
         self.authority = authority
+        self.relay_secret = relay_secret
         self.job_queues = job_queues
         self.cron_queue = cron_queue
+        self.batch_queues = batch_queues
         self.audits = audits
 
     def watches(self, method: str) -> bool:
         """Whether calls of `method` pass the guard: all of them with tokens, else the changes."""
         return self.authority is not None or (self.audits and method in CHANGES)
+
+    def check_relay(self, method: str, metadata: Any) -> None:
+        """The relay's calls carry the server's secret, whatever token they carry (checked
+        before the request is read)."""
+        if not holds_secret(self.relay_secret, metadata):
+            raise PermissionDenied(
+                f"{method} is for this server's own relay between its shards, which alone holds its "
+                "secret; no token gives it"
+            )
 
     @property
     def checks_rights(self) -> bool:
@@ -122,12 +138,11 @@ class Guard:
         elif method == "Backup":
             who.require_everywhere("admin", "a backup copies")
         elif method in _WORKFLOWS:
-            _check_workflow(method, request, who)
+            self._check_workflow(method, request, who)
         elif method in (
             "ListQueues",
             "ListCron",
             "ListWorkers",
-            "GetBatch",
             "ListBatches",
         ) and not who.may_somewhere("read"):
             who.require("read", ["*"])
@@ -141,6 +156,23 @@ class Guard:
     def _queues_of(self, job_ids: list[int]) -> dict[int, str]:
         assert self.job_queues is not None
         return self.job_queues(job_ids)
+
+    def _check_workflow(self, method: str, request: Any, who: Principal) -> None:
+        """A batch belongs to the queues of its jobs and callbacks."""
+        if method == "EnqueueWorkflow":
+            who.require("produce", {s.job.queue or "default" for s in request.steps if s.HasField("job")})
+        elif method == "AddToBatch":  # the new jobs join the batch's callbacks and results
+            who.require("produce", {job.queue or "default" for job in request.jobs})
+            who.require("produce", self._queues_of_batch(request.batch_id))
+        elif method == "GetBatch":
+            who.require("read", self._queues_of_batch(request.id))
+        else:  # CancelWorkflow, RetryWorkflow: every shard changes its part, so no part may be refused
+            who.require_everywhere("admin", "a workflow's jobs span queues and shards, and changing them")
+
+    def _queues_of_batch(self, batch_id: int) -> frozenset[str]:
+        """A batch's queues; none for one that does not exist (the call answers NOT_FOUND)."""
+        found = self.batch_queues(batch_id) if self.batch_queues is not None else None
+        return found or frozenset()
 
     def _check_filter(self, who: Principal, role: str, f: pb.JobFilter, method: str) -> None:
         if f.queues:
@@ -162,24 +194,19 @@ class Guard:
             kept = [e for e in response.entries if who.may("read", e.job.queue or "default")]
             del response.entries[:]
             response.entries.extend(kept)
+        elif method == "ListBatches":  # a batch is shown if it may read every queue of the batch
+            seen = [
+                b for b in response.batches if all(who.may("read", q) for q in self._queues_of_batch(b.id))
+            ]
+            del response.batches[:]
+            response.batches.extend(seen)
         elif method == "ListWorkers":  # a worker stream is shown if it serves a queue it may read
             shown = [w for w in response.workers if any(who.may("read", q) for q in w.queues)]
             del response.workers[:]
             response.workers.extend(shown)
 
 
-_WORKFLOWS = frozenset({"EnqueueWorkflow", "AddToBatch", "CancelWorkflow", "RetryWorkflow"}) | RELAY
-
-
-def _check_workflow(method: str, request: Any, who: Principal) -> None:
-    if method == "EnqueueWorkflow":
-        who.require("produce", {s.job.queue or "default" for s in request.steps if s.HasField("job")})
-    elif method == "AddToBatch":
-        who.require("produce", {job.queue or "default" for job in request.jobs})
-    elif method in RELAY:
-        who.require_everywhere("relay", "only the server's relay between shards calls")
-    else:  # CancelWorkflow, RetryWorkflow
-        who.require_everywhere("admin", "a workflow's jobs span queues, and changing them")
+_WORKFLOWS = frozenset({"EnqueueWorkflow", "AddToBatch", "GetBatch", "CancelWorkflow", "RetryWorkflow"})
 
 
 def outcome_of(response: Any) -> str:

@@ -120,7 +120,7 @@ def test_a_sharded_server_keeps_each_entry_on_its_queues_shard(tmp_path) -> None
     server = ServerProcess(tmp_path / "data", "--shards", "2").start()
     try:
         with pyqueue.Client(server.address) as client:
-            shard_of = {name: client.routes.for_queue(name)[0] for name in "abcdefgh"}
+            shard_of = {name: client.topology().shard_of_queue(name) for name in "abcdefgh"}
             queues = [next(q for q, s in shard_of.items() if s == shard) for shard in (0, 1)]
             client.set_cron(
                 [

@@ -26,9 +26,7 @@ ONLY_ASYNC: dict[type, dict[str, str]] = {
     },
 }
 # name -> why its parameters differ
-DIFFERENT = {
-    (Client, "routes"): "a property of the sync client, a coroutine of the async one (it may ask the server)",
-}
+DIFFERENT: dict[tuple[type, str], str] = {}
 
 
 def _public(cls: type) -> dict[str, Any]:

@@ -91,7 +91,7 @@ class Cluster:
         import pyqueue
 
         with pyqueue.Client(self.addresses, timeout=10) as client:
-            topology = client.routes.topology
+            topology = client.topology()
             assert topology is not None
             return topology.addresses[shard]
 

@@ -218,7 +218,7 @@ def _wait_for_this_worker(wait, browser, client: pyqueue.Client) -> None:  # typ
 
 
 def _one_queue_per_shard(client: pyqueue.Client) -> tuple[str, str]:
-    topology = client.routes.topology
+    topology = client.topology()
     assert topology is not None
     return queue_on(topology, 0), queue_on(topology, 1)
 

@@ -41,7 +41,7 @@ def _stored(server: ServerProcess, root: str) -> int:
 def test_a_refusal_by_one_shard_changes_no_shard(secured: tuple[ServerProcess, dict[str, str]]) -> None:
     server, secrets = secured
     with pyqueue.Client(server.address, token=secrets["root"]) as root:
-        topology = root.routes.topology
+        topology = root.topology()
         assert topology is not None
         home = topology.shard_of_queue(ALLOWED)
         forbidden = queue_on(topology, 1 - home)
@@ -98,7 +98,7 @@ def test_a_shard_that_does_not_answer_refuses_the_whole_call(tmp_path: Path) -> 
     server = ServerProcess(tmp_path / "data", "--shards", "2").start()
     try:
         with pyqueue.Client(server.address, timeout=3) as client:
-            topology = client.routes.topology
+            topology = client.topology()
             assert topology is not None
             by_shard = {topology.shard_of_queue(f"q{i}"): f"q{i}" for i in range(50)}
             assert server.proc is not None

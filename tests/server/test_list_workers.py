@@ -51,7 +51,7 @@ def test_every_shard_is_listed_through_the_public_address(tmp_path: Path) -> Non
     server = ServerProcess(tmp_path / "data", "--shards", "2").start()
     try:
         with pyqueue.Client(server.address) as client:
-            topology = client.routes.topology
+            topology = client.topology()
             assert topology is not None
             # Two queues owned by different shards: one stream to each.
             names = [f"q{i}" for i in range(50)]

@@ -94,7 +94,7 @@ def test_a_sharded_server_serves_one_view_of_every_shard(tmp_path) -> None:  # t
     server = ServerProcess(tmp_path / "data", "--shards", "2").start()
     try:
         with pyqueue.Client(server.address) as client:
-            shards = {name: client.routes.for_queue(name)[0] for name in ("a", "b", "c", "d", "e", "f")}
+            shards = {name: client.topology().shard_of_queue(name) for name in ("a", "b", "c", "d", "e", "f")}
             queues = [
                 next(n for n, s in shards.items() if s == 0),
                 next(n for n, s in shards.items() if s == 1),

@@ -30,7 +30,7 @@ WORKER = textwrap.dedent("""
     with pyqueue.Client(sys.argv[1]) as client:
         queues = sys.argv[2:]
         ids = {client.enqueue("t", queue=q).id for q in queues}
-        print("shards", sorted({a.rsplit(":", 1)[0] for a in client.routes.topology.addresses}), flush=True)
+        print("shards", sorted({a.rsplit(":", 1)[0] for a in client.topology().addresses}), flush=True)
         with client.take(queues, prefetch=10) as stream:
             while ids:
                 job = stream.next(timeout=30)
@@ -128,8 +128,8 @@ def test_advertise_is_what_the_topology_says(tmp_path: Path) -> None:
                 answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
                 assert answer.status == health_pb2.HealthCheckResponse.SERVING
         with pyqueue.Client(server.address) as client:
-            assert client.routes.topology is not None
-            addresses = client.routes.topology.addresses
+            assert client.topology() is not None
+            addresses = client.topology().addresses
             assert len(addresses) == 2 and all(a.startswith("localhost:") for a in addresses)
             for queue in _queues_on_both_shards():  # and the advertised name is dialed
                 client.enqueue("t", queue=queue)

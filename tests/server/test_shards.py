@@ -35,7 +35,7 @@ def shard_pids(server: ServerProcess) -> list[int]:
 def test_100_queues_over_4_shards_keep_order_within_each_queue(sharded: ServerProcess) -> None:
     queues = [f"q{i}" for i in range(100)]
     with pyqueue.Client(sharded.address) as client:
-        assert client.routes.topology is not None and client.routes.topology.shards == 4
+        assert client.topology() is not None and client.topology().shards == 4
         expected: dict[str, list[int]] = defaultdict(list)
         spec = []
         for n in range(6):
@@ -122,7 +122,7 @@ def test_a_plain_grpc_client_uses_the_public_address(sharded: ServerProcess) -> 
 
 def test_a_killed_shard_is_restarted_and_the_others_keep_serving(sharded: ServerProcess) -> None:
     with pyqueue.Client(sharded.address) as client:
-        topology = client.routes.topology
+        topology = client.topology()
         assert topology is not None
         by_shard = {
             s: next(f"q{i}" for i in range(200) if topology.shard_of_queue(f"q{i}") == s) for s in range(4)
@@ -180,7 +180,7 @@ def test_a_shard_restarted_on_another_port_is_followed_by_the_topology(tmp_path)
     squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         with pyqueue.Client(server.address) as client:
-            topology = client.routes.topology
+            topology = client.topology()
             assert topology is not None
             queue = next(f"q{i}" for i in range(200) if topology.shard_of_queue(f"q{i}") == 1)
             job = client.enqueue("t", queue=queue)
@@ -206,10 +206,7 @@ def test_a_shard_restarted_on_another_port_is_followed_by_the_topology(tmp_path)
         line = server.wait_for("shard 1 is back on")
         assert f":{old_port}" not in line, "".join(server.lines)
         with pyqueue.Client(server.address) as fresh:
-            assert (
-                fresh.routes.topology is not None
-                and fresh.routes.topology.addresses[1] != topology.addresses[1]
-            )
+            assert fresh.topology() is not None and fresh.topology().addresses[1] != topology.addresses[1]
             assert fresh.get_job(job.id).status == "ready"  # straight to the shard, at its new address
             with fresh.take(queue, prefetch=1) as stream:
                 got = stream.next(timeout=30)
@@ -242,7 +239,7 @@ def test_the_asyncio_client_takes_across_shards(sharded: ServerProcess) -> None:
 
     async def run() -> tuple[set[int], set[int], int]:
         async with pyqueue.AsyncClient(sharded.address) as client:
-            topology = (await client.routes()).topology
+            topology = await client.topology()
             assert topology is not None
             queues = [
                 next(f"a{i}" for i in range(200) if topology.shard_of_queue(f"a{i}") == s) for s in range(4)
@@ -302,7 +299,7 @@ def test_a_damaged_cluster_file_is_a_clear_error(tmp_path: Path, damage: bytes) 
 
 def test_moving_jobs_to_a_queue_of_another_shard_is_refused(sharded: ServerProcess) -> None:
     with pyqueue.Client(sharded.address) as client:
-        topology = client.routes.topology
+        topology = client.topology()
         assert topology is not None
         here = "mail"
         there = next(
@@ -336,7 +333,7 @@ def test_unique_keys_hold_per_queue_on_every_shard(tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data", "--shards", "2").start()
     try:
         with pyqueue.Client(server.address) as client:
-            topology = client.routes.topology
+            topology = client.topology()
             assert topology is not None
             q0, q1 = queue_on(topology, 0), queue_on(topology, 1)
             first = {q: client.enqueue("t", queue=q, unique_key="order-42") for q in (q0, q1)}

@@ -1,6 +1,6 @@
 """Bad workflows are refused whole, with a status and a message that says what to fix, and
 nothing is written: a cycle, a step named twice or never, a callback that is not a job, a member
-whose chain holds a group, more jobs than --max-workflow-jobs, a unique key, steps nested past 256;
+whose chain holds a group, more jobs than --max-workflow-jobs, a unique key, a fold key, steps nested past 256;
 a result too large to hand on fails its attempt instead of starting the next step."""
 
 from collections.abc import Iterator
@@ -52,6 +52,10 @@ CASES = {
     "a step of no kind": ([pb.Step()], "neither a job nor a group"),
     "a reference past the steps": ([pb.Step(job=job(), next=9)], "there are 1"),
     "a unique key": ([pb.Step(job=new_job_message({"type": "t", "unique_key": "k"}))], "unique key"),
+    "a fold key": (
+        [pb.Step(job=pb.NewJob(type="t", payload=b"[]", content_type="application/json", fold_key="k"))],
+        "cannot be folded",
+    ),
     # Checked now, not when the step is made: a later step's delay past its range made the ack
     # of the job before it fail inside the server (the job buried dead), long after this call.
     "a later step's delay past its range": (

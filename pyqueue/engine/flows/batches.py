@@ -13,7 +13,7 @@ from typing import Any
 
 from pyqueue.engine.flows.context import Flows
 from pyqueue.engine.flows.launch import Writes, launch_job
-from pyqueue.engine.flows.plan import GroupStep, JobStep, Step
+from pyqueue.engine.flows.plan import GroupStep, JobStep, Step, every_job
 from pyqueue.engine.view import BatchView, dump_doc
 from pyqueue.store import keys
 
@@ -71,6 +71,8 @@ def open_batch(
         "keep_ms": group.get("keep_ms"),
         "fired": [],
         "created_ms": view.now_ms,
+        # The queues it belongs to (rights: server/rights.py): its members', callbacks', next's.
+        "queues": sorted({job["queue"] for job in every_job(group)}),
     }
     if given is not None:
         batch["in"] = given
@@ -88,6 +90,10 @@ def add_members(
     batch = load(view, batch_id)
     assert batch is not None
     base = batch["total"]
+    if "queues" in batch:
+        batch["queues"] = sorted(
+            set(batch["queues"]).union(job["queue"] for m in members for job in every_job(m))
+        )
     batch["total"] += len(members)
     batch["counts"]["pending"] += len(members)
     _unfinish(view, batch_id, batch)

@@ -88,7 +88,8 @@ def member_chain_problem(member: Step) -> str:
 def check_plan(step: Step, max_jobs: int) -> int:
     """Refuse what no server should start: a group member that is not a job or a chain of jobs,
     a workflow of more jobs than one call may enqueue, a unique key (a workflow's jobs are its
-    own). Returns the number of jobs the plan may create."""
+    own), a fold key (a folded job would stand for several steps). Returns the number of jobs the
+    plan may create."""
     if "members" in step:
         for i, member in enumerate(step["members"]):
             problem = member_chain_problem(member)
@@ -104,5 +105,10 @@ def check_plan(step: Step, max_jobs: int) -> int:
         if job["unique_key"]:
             raise InvalidArgument(
                 "a workflow's jobs cannot have a unique key: make the workflow's first job unique"
+            )
+        if job["fold_key"]:
+            raise InvalidArgument(
+                "a workflow's jobs cannot be folded (fold_key): one folded job would stand for several "
+                "steps; leave the key out of the workflow's jobs"
             )
     return len(jobs)
