@@ -85,6 +85,13 @@ def check_server_installed() -> None:
     show_default=True,
     help="Jobs one workflow call (a batch, a chain and its callbacks) may create.",
 )
+@click.option(
+    "--max-batch-jobs",
+    type=click.IntRange(1),
+    default=100_000,
+    show_default=True,
+    help="Jobs one batch may hold, with every AddToBatch to it.",
+)
 @click.option("--max-name-length", type=int, default=128, show_default=True)
 @click.option("--max-prefetch", type=int, default=10_000, show_default=True)
 @click.option(

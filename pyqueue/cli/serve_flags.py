@@ -30,6 +30,7 @@ class ServeFlags:
     max_payload_bytes: int
     max_jobs_per_enqueue: int
     max_workflow_jobs: int
+    max_batch_jobs: int
     max_name_length: int
     max_prefetch: int
     max_streams: int
@@ -78,6 +79,7 @@ class ServeFlags:
             max_payload_bytes=self.max_payload_bytes,
             max_jobs_per_enqueue=self.max_jobs_per_enqueue,
             max_workflow_jobs=self.max_workflow_jobs,
+            max_batch_jobs=self.max_batch_jobs,
             max_name_length=self.max_name_length,
             max_prefetch=self.max_prefetch,
             max_streams=self.max_streams,

@@ -98,9 +98,7 @@ class Engine:
             config.queue_shard or (lambda queue: config.shard),
             config.limits.max_payload_bytes,
         )
-        self.workflows = Workflows(
-            store, self.flows, self._submit, self.memory, config.retry, config.limits.max_workflow_jobs
-        )
+        self.workflows = Workflows(store, self.flows, self._submit, self.memory, config.retry, config.limits)
         self.sweeper = FlowSweeper(self._submit)
         store_dir = getattr(store, "path", None)
         self.marker = DurableMarker(store, Path(store_dir)) if store_dir is not None else None

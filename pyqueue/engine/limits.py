@@ -25,6 +25,7 @@ class Limits:
     max_payload_bytes: int = 1 << 20
     max_jobs_per_enqueue: int = 1000
     max_workflow_jobs: int = 10_000  # jobs one workflow call (a batch, a chain) may create
+    max_batch_jobs: int = 100_000  # jobs one batch may hold, added to it or not
     max_name_length: int = 128
     max_prefetch: int = 10_000
     max_queues_per_stream: int = 256

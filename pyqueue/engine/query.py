@@ -45,6 +45,12 @@ class JobFilter:
     def __post_init__(self) -> None:
         if len(self.ids) > MAX_IDS:
             raise InvalidArgument(f"{len(self.ids)} ids in one filter; the limit is {MAX_IDS}")
+        for name in ("priority", "run_at_ms", "attempts"):
+            low, high = getattr(self, name)
+            if low is not None and high is not None and low > high:
+                raise InvalidArgument(
+                    f"the {name} range's min {low} is above its max {high}: nothing could match"
+                )
 
     @property
     def has_ranges(self) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyqueue.engine.errors import NotFound
+from pyqueue.engine.errors import NotFound, ResourceExhausted
 from pyqueue.engine.flows import outbox
 from pyqueue.engine.flows.batches import STATES
 from pyqueue.engine.flows.context import Flows
@@ -20,6 +20,7 @@ from pyqueue.engine.flows.requests import (
     StartWorkflow,
     TrimOutbox,
 )
+from pyqueue.engine.limits import Limits
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Outcome
 from pyqueue.engine.retry import RetryPolicy
@@ -75,14 +76,15 @@ class Workflows:
         submit: Callable[[Any], Awaitable[Any]],
         memory: Memory,
         policy: RetryPolicy,
-        max_jobs: int,
+        limits: Limits,
     ) -> None:
         self.store = store
         self.flows = flows
         self._submit = submit
         self.memory = memory
         self.policy = policy
-        self.max_jobs = max_jobs
+        self.max_jobs = limits.max_workflow_jobs
+        self.max_batch_jobs = limits.max_batch_jobs
 
     def open(self) -> None:
         """At start: the outbox's sequence carries on, and what is on disk is durable."""
@@ -102,13 +104,19 @@ class Workflows:
         return result
 
     async def add(self, batch_id: int, members: list[JobStep]) -> list[int]:
-        for member in members:
-            check_plan(member, self.max_jobs)
-        indexes: list[int] = await self._submit(AddToBatch(batch_id, members, self.flows, self.memory))
+        jobs = sum(check_plan(member, self.max_jobs) for member in members)
+        if jobs > self.max_jobs:
+            raise ResourceExhausted(
+                f"the call adds {jobs} jobs, over the {self.max_jobs} one call may enqueue "
+                "(--max-workflow-jobs): add them in several calls"
+            )
+        add = AddToBatch(batch_id, members, self.flows, self.memory, self.max_batch_jobs)
+        indexes: list[int] = await self._submit(add)
         return indexes
 
-    async def cancel(self, flow_id: int) -> Outcome:
-        outcome: Outcome = await self._submit(CancelFlow(flow_id, self.memory, self.policy))
+    async def cancel(self, flow_id: int, known_elsewhere: bool = False) -> Outcome:
+        """NotFound when this shard knows nothing of it, unless another shard does."""
+        outcome: Outcome = await self._submit(CancelFlow(flow_id, self.memory, self.policy, known_elsewhere))
         return outcome
 
     async def retry(self, flow_id: int) -> Outcome:

@@ -2,6 +2,7 @@
 first queue, a batch's calls go to its home (its id carries it), listings and changes span every
 shard."""
 
+import asyncio
 import heapq
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -10,6 +11,10 @@ import grpc
 from pyqueue.cluster import Topology, shard_of_job
 from pyqueue.server.status import Context, answered
 from pyqueue.v1 import queue_pb2 as pb
+
+
+def _not_found(answer: Any) -> bool:
+    return isinstance(answer, grpc.aio.AioRpcError) and answer.code() == grpc.StatusCode.NOT_FOUND
 
 
 class RouterWorkflowCalls:
@@ -22,6 +27,8 @@ class RouterWorkflowCalls:
         async def _fan_out(
             self, shards: list[int], method: str, request: Any, context: Context
         ) -> list[Any]: ...
+
+        async def _call(self, shard: int, method: str, request: Any, context: Context) -> Any: ...
 
     def _home(self, batch_id: int) -> int:
         shard = shard_of_job(batch_id)
@@ -76,7 +83,20 @@ class RouterWorkflowCalls:
     async def _everywhere(
         self, method: str, request: pb.WorkflowRequest, context: Context
     ) -> pb.ChangeResponse:
-        answers = await self._fan_out(list(range(self.topology.shards)), method, request, context)
+        """Every shard's part; NOT_FOUND when no shard knows the workflow. A cancel also marks the
+        shards that do not know it yet (a step of it may reach them later)."""
+        shards = list(range(self.topology.shards))
+        first = await asyncio.gather(*(self._call(s, method, request, context) for s in shards))
+        unknown = [s for s, a in zip(shards, first, strict=True) if _not_found(a)]
+        if len(unknown) == len(shards):
+            await context.abort(grpc.StatusCode.NOT_FOUND, first[0].details() or "")
+        answers = [a for a in first if not _not_found(a)]
+        refused = next((a for a in answers if isinstance(a, grpc.aio.AioRpcError)), None)
+        if refused is not None:
+            await context.abort(refused.code(), refused.details() or "")
+        if unknown and method == "CancelWorkflow":
+            marked = pb.WorkflowRequest(workflow_id=request.workflow_id, known_elsewhere=True)
+            answers += await self._fan_out(unknown, method, marked, context)
         return pb.ChangeResponse(
             changed=[i for a in answers for i in a.changed], rejected=[r for a in answers for r in a.rejected]
         )

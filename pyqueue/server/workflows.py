@@ -178,11 +178,19 @@ class WorkflowCalls:
 
     @answered
     async def CancelWorkflow(self, request: pb.WorkflowRequest, context: Context) -> pb.ChangeResponse:
-        return change_response(await self.engine.workflows.cancel(request.workflow_id))
+        try:
+            return change_response(
+                await self.engine.workflows.cancel(request.workflow_id, request.known_elsewhere)
+            )
+        except EngineError as exc:
+            await abort(context, exc)
 
     @answered
     async def RetryWorkflow(self, request: pb.WorkflowRequest, context: Context) -> pb.ChangeResponse:
-        return change_response(await self.engine.workflows.retry(request.workflow_id))
+        try:
+            return change_response(await self.engine.workflows.retry(request.workflow_id))
+        except EngineError as exc:
+            await abort(context, exc)
 
     def _between_shards(self, source: int | None = None) -> None:
         """The relay's calls: only on a sharded server, from another of its shards."""

@@ -944,15 +944,21 @@ class WorkflowRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     WORKFLOW_ID_FIELD_NUMBER: _builtins.int
+    KNOWN_ELSEWHERE_FIELD_NUMBER: _builtins.int
     workflow_id: _builtins.int
+    known_elsewhere: _builtins.bool
+    """Set by a sharded server's router: another shard knows the workflow, so a shard that does not
+    still cancels (its mark stops a step that reaches it later) instead of answering NOT_FOUND.
+    """
     def __init__(
         self,
         *,
         workflow_id: _builtins.int = ...,
+        known_elsewhere: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["workflow_id", b"workflow_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["known_elsewhere", b"known_elsewhere", "workflow_id", b"workflow_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

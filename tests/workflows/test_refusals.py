@@ -19,8 +19,9 @@ from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 @pytest.fixture
 def small(tmp_path: Path) -> Iterator[ServerProcess]:
     server = ServerProcess(
-        tmp_path / "data", "--max-workflow-jobs", "5", "--max-payload-bytes", "2000", "--keep-dead", "3600"
-    ).start()
+        tmp_path / "data",
+        "--max-workflow-jobs", "5", "--max-batch-jobs", "8", "--max-payload-bytes", "2000", "--keep-dead", "3600",
+    ).start()  # fmt: skip
     yield server
     server.close()
 
@@ -132,9 +133,56 @@ def test_a_chain_runs_256_steps_deep_and_one_more_is_refused_clearly(tmp_path: P
 
 def test_the_largest_ids_are_answered_not_failed(small: ServerProcess) -> None:
     # 2**64 - 1 is a valid uint64 any client may send: its key range made the request fail.
-    with pyqueue.Client(small.address) as client:
-        assert client.cancel_workflow(2**64 - 1).changed == []
-        assert client.retry_workflow(2**64 - 1).changed == []
-        with pytest.raises(pyqueue.NotFound):
-            client.job_errors(2**64 - 1)
+    with pyqueue.Client(small.address) as client, pytest.raises(pyqueue.NotFound):
+        client.job_errors(2**64 - 1)
     assert not [line for line in small.lines if "Traceback" in line]
+
+
+def test_a_batch_holds_what_its_limits_say(small: ServerProcess) -> None:
+    with pyqueue.Client(small.address) as client:
+        run = client.enqueue_workflow(pyqueue.Batch([pyqueue.Task({"type": "t", "queue": "slow"})]))
+        six = [pyqueue.Task({"type": "t", "queue": "slow"}) for _ in range(6)]
+        with pytest.raises(pyqueue.ResourceExhausted, match="--max-workflow-jobs"):
+            client.add_to_batch(run.batch_id, six)  # more than one call may enqueue
+        assert client.batch(run.batch_id).total == 1
+        assert client.add_to_batch(run.batch_id, six[:5]) == [1, 2, 3, 4, 5]
+        with pytest.raises(pyqueue.ResourceExhausted, match="--max-batch-jobs"):
+            client.add_to_batch(run.batch_id, six[:3])  # 9 would pass the 8 a batch may hold
+        assert client.batch(run.batch_id).total == 6 and client.count_jobs(queue="slow") == 6
+        assert client.add_to_batch(run.batch_id, six[:2]) == [6, 7]
+
+
+@pytest.mark.parametrize("shards", ["1", "2"])
+def test_a_workflow_that_never_existed_is_not_found_and_nothing_is_written(
+    tmp_path: Path, shards: str
+) -> None:
+    server = ServerProcess(tmp_path / "data", "--shards", shards).start()
+    try:
+        with pyqueue.Client(server.address) as client:
+            for workflow_id in (0, 2**64 - 1, 12345678):
+                with pytest.raises(pyqueue.NotFound, match="not known"):
+                    client.cancel_workflow(workflow_id)
+                with pytest.raises(pyqueue.NotFound, match="not known"):
+                    client.retry_workflow(workflow_id)
+            # One that exists is cancelled everywhere (a step on the other shard would be made cancelled).
+            run = client.enqueue_workflow(
+                pyqueue.Task({"type": "a", "queue": "one"}).then(pyqueue.Task({"type": "b"}))
+            )
+            assert client.cancel_workflow(run.workflow_id).changed == [run.job_id]
+            assert client.retry_workflow(run.workflow_id).changed == []
+    finally:
+        server.close()
+
+
+def test_a_range_whose_min_is_above_its_max_is_refused(small: ServerProcess) -> None:
+    with grpc.insecure_channel(small.address) as channel:
+        stub = pb_grpc.QueueStub(channel)
+        f = pb.JobFilter(queues=["q"], priority=pb.Range(min=10, max=5))
+        for call in (stub.ListJobs, stub.CountJobs):
+            with pytest.raises(grpc.RpcError) as refused:
+                call(
+                    pb.ListJobsRequest(filter=f) if call is stub.ListJobs else pb.CountJobsRequest(filter=f),
+                    timeout=10,
+                )
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "min 10 is above its max 5" in (refused.value.details() or "")

@@ -5,7 +5,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pyqueue.engine.errors import FailedPrecondition, NotFound
+from pyqueue.engine.errors import FailedPrecondition, NotFound, ResourceExhausted
 from pyqueue.engine.flows import batches
 from pyqueue.engine.flows.context import Flows, inbox_meta
 from pyqueue.engine.flows.launch import create_job, launch_job
@@ -43,11 +43,14 @@ class AddToBatch(Transitions):
     """Jobs join a batch that is still open: one of its jobs (or a job of its own) adds them
     while at least one member is pending, so the callbacks cannot have fired."""
 
-    def __init__(self, batch_id: int, members: list[JobStep], flows: Flows, memory: Memory) -> None:
+    def __init__(
+        self, batch_id: int, members: list[JobStep], flows: Flows, memory: Memory, most: int = 100_000
+    ) -> None:
         super().__init__(memory)
         self.batch_id = batch_id
         self.members = members
         self.flows = flows
+        self.most = most  # members one batch may hold (--max-batch-jobs)
 
     def apply(self, view: BatchView) -> None:
         batch = batches.load(view, self.batch_id)
@@ -60,6 +63,11 @@ class AddToBatch(Transitions):
             )
         if view.get_meta(keys.cancelled_flow_key(batch["w"])) is not None:
             raise FailedPrecondition(f"batch {self.batch_id}'s workflow was cancelled")
+        if batch["total"] + len(self.members) > self.most:
+            raise ResourceExhausted(
+                f"batch {self.batch_id} holds {batch['total']} jobs, and {len(self.members)} more would pass "
+                f"the {self.most} one batch may hold (--max-batch-jobs): start another batch"
+            )
         self.result = batches.add_members(view, self, self.flows, self.batch_id, self.members)
 
 
@@ -139,21 +147,37 @@ def flow_jobs(view: BatchView, flow_id: int) -> list[int]:
     return [keys.id_suffix(k) for k, _ in view.store.scan(Family.INDEX, *keys.flow_jobs_range(flow_id))]
 
 
+def check_known(view: BatchView, flow_id: int, ids: list[int]) -> None:
+    """NotFound unless this shard holds a trace of the workflow: a job of it (`ids`), its first
+    batch, or its cancellation's mark."""
+    if ids or view.get_meta(keys.batch_key(flow_id)) or view.get_meta(keys.cancelled_flow_key(flow_id)):
+        return
+    raise NotFound(
+        f"workflow {flow_id} is not known here: it never existed, or its jobs ended and their "
+        "retention ran out (--keep-completed, --keep-dead)"
+    )
+
+
 class CancelFlow(CancelJobs):
     """Cancel a workflow on this shard: its jobs that have not ended, and (a mark kept as long as
     dead jobs) every job of it that reaches this shard later, and the callbacks of its batches here."""
 
-    def __init__(self, flow_id: int, memory: Memory, policy: RetryPolicy) -> None:
+    def __init__(
+        self, flow_id: int, memory: Memory, policy: RetryPolicy, known_elsewhere: bool = False
+    ) -> None:
         super().__init__([], memory, policy)
         self.flow_id = flow_id
+        self.known_elsewhere = known_elsewhere
 
     def apply(self, view: BatchView) -> None:
+        ids = flow_jobs(view, self.flow_id)
+        if not self.known_elsewhere:
+            check_known(view, self.flow_id, ids)
         mark = keys.cancelled_flow_key(self.flow_id)
         if view.get_meta(mark) is None:
             expires = view.now_ms + self.policy.keep_dead_ms
             view.put_meta(mark, str(expires).encode())
             view.batch.put_index(keys.flow_expiry_key(expires, b"c", self.flow_id), b"")
-        ids = flow_jobs(view, self.flow_id)
         self.job_ids = [r.id for r in view.records(ids) if r is not None and r.status not in ENDED]
         super().apply(view)
 
@@ -168,6 +192,7 @@ class RetryFlow(RetryJobs):
 
     def apply(self, view: BatchView) -> None:
         ids = flow_jobs(view, self.flow_id)
+        check_known(view, self.flow_id, ids)
         self.job_ids = [r.id for r in view.records(ids) if r is not None and r.status == Status.DEAD]
         super().apply(view)
 
