@@ -12,6 +12,7 @@ from pyqueue.client import AsyncClient, ChangeResult, Client, Job, JobError, Que
 from pyqueue.client.workflows import Batch, BatchInfo, Chain, Group, Task, WorkflowRun
 from pyqueue.context import CurrentJob, current_job
 from pyqueue.errors import (
+    DataLoss,
     FailedPrecondition,
     InvalidArgument,
     JobFailed,
@@ -34,6 +35,7 @@ __all__ = [
     "ChangeResult",
     "Client",
     "CurrentJob",
+    "DataLoss",
     "FailedPrecondition",
     "Group",
     "InvalidArgument",

@@ -58,6 +58,12 @@ class PermissionDenied(PyQueueError):
     code = grpc.StatusCode.PERMISSION_DENIED
 
 
+class DataLoss(PyQueueError):
+    """What the call needed is damaged in the server's store; the message names it and what to run."""
+
+    code = grpc.StatusCode.DATA_LOSS
+
+
 class JobFailed(Exception):
     """Raised by `result()` for a job that is dead: its last error is the message."""
 
@@ -78,6 +84,7 @@ _BY_CODE: dict[grpc.StatusCode, type[PyQueueError]] = {
         Unavailable,
         Unauthenticated,
         PermissionDenied,
+        DataLoss,
     )
 }
 _BY_NAME = {code.name: cls for code, cls in _BY_CODE.items()}

@@ -32,3 +32,9 @@ class Unavailable(EngineError):
 class Internal(EngineError):
     """The server failed at a request (a bug, or a damaged block read): that request fails, the
     server goes on."""
+
+
+class DataLoss(EngineError):
+    """What the request needs is damaged in the store: the message names it and what to run."""
+
+    code = "DATA_LOSS"

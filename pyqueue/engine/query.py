@@ -19,7 +19,7 @@ from pyqueue.engine.errors import InvalidArgument
 from pyqueue.engine.model import JobView
 from pyqueue.engine.rebuild import ready_queues
 from pyqueue.store import keys
-from pyqueue.store.contract import Family, Store
+from pyqueue.store.contract import DamagedReadError, Family, Store
 from pyqueue.store.records import CorruptRecordError, JobRecord, Status
 
 log = logging.getLogger("pyqueue.query")
@@ -209,8 +209,28 @@ def _matching(
     yield from _read(store, f, batch, damaged)
 
 
+def _read_each(store: Store, wanted: list[bytes]) -> list[bytes | DamagedReadError | None]:
+    """The values of `wanted` (DATA); when a damaged block fails the read, each read alone (what
+    cannot be read is its error), so one damaged block costs its own jobs, not the listing."""
+    try:
+        return list(store.get_many(Family.DATA, wanted))
+    except DamagedReadError:
+        out: list[bytes | DamagedReadError | None] = []
+        for key in wanted:
+            try:
+                out.append(store.get(Family.DATA, key))
+            except DamagedReadError as exc:
+                out.append(exc)
+        return out
+
+
 def _read(store: Store, f: JobFilter, ids: list[int], damaged: bool) -> Iterator[JobRecord | Damaged]:
-    for job_id, raw in zip(ids, store.get_many(Family.DATA, [keys.job_key(i) for i in ids]), strict=True):
+    for job_id, raw in zip(ids, _read_each(store, [keys.job_key(i) for i in ids]), strict=True):
+        if isinstance(raw, DamagedReadError):
+            log.error("job %d: its record is in a damaged block: %s", job_id, raw)
+            if damaged:
+                yield Damaged(job_id, f"its record is in a damaged block ({raw})")
+            continue
         if raw is not None:
             try:
                 record = JobRecord.decode(job_id, raw)
@@ -221,6 +241,15 @@ def _read(store: Store, f: JobFilter, ids: list[int], damaged: bool) -> Iterator
                 continue
             if f.matches(record):
                 yield record
+
+
+def _view(found: JobRecord | Damaged, payload: bytes | DamagedReadError | None) -> JobView:
+    if isinstance(found, Damaged):
+        return JobView.damaged(found.id, found.problem)
+    if isinstance(payload, DamagedReadError):
+        log.error("job %d: its payload is in a damaged block: %s", found.id, payload)
+        return JobView.damaged(found.id, f"its payload is in a damaged block ({payload})")
+    return JobView(found, payload or b"")
 
 
 @dataclass
@@ -245,11 +274,8 @@ def list_jobs(store: Store, f: JobFilter, limit: int, descending: bool, cursor: 
     found = found[:limit]
     if backwards:
         found.reverse()
-    payloads = store.get_many(Family.DATA, [keys.payload_key(r.id) for r in found])
-    jobs = [
-        JobView.damaged(r.id, r.problem) if isinstance(r, Damaged) else JobView(r, p or b"")
-        for r, p in zip(found, payloads, strict=True)
-    ]
+    payloads = _read_each(store, [keys.payload_key(r.id) for r in found])
+    jobs = [_view(r, p) for r, p in zip(found, payloads, strict=True)]
     first, last = (found[0].id, found[-1].id) if found else (after, after)
     has_next = more if not backwards else after is not None
     has_prev = (after is not None) if not backwards else more

@@ -10,6 +10,8 @@ import grpc
 import grpc.aio
 
 from pyqueue.engine import errors
+from pyqueue.store.contract import DamagedReadError
+from pyqueue.store.records import CorruptRecordError
 
 log = logging.getLogger("pyqueue.server")
 
@@ -38,6 +40,9 @@ def answered(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
             await abort(context, exc)
         except (grpc.aio.AbortError, asyncio.CancelledError):
             raise
+        except (CorruptRecordError, DamagedReadError) as exc:
+            log.error("%s met damaged data: %s", method.__name__, exc)
+            await abort(context, damaged(exc))
         except Exception as exc:
             log.exception("%s failed", method.__name__)
             await context.abort(
@@ -46,6 +51,13 @@ def answered(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
             )
 
     return wrapper
+
+
+def damaged(exc: Exception) -> errors.DataLoss:
+    return errors.DataLoss(
+        f"the store is damaged: {exc}; `pyqueue check` (on a stopped server) lists what is damaged, "
+        "`pyqueue restore` puts a backup back. What is whole is served meanwhile"
+    )
 
 
 class Refused(grpc.aio.AbortError):

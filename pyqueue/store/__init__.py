@@ -4,12 +4,13 @@ The store knows no queue policy and no transport: it reads, writes atomic batche
 and syncs. `contract.Store` is the interface; `rocks.RocksStore` the implementation.
 """
 
-from pyqueue.store.contract import Batch, Family, Store, StoreDamagedError, StoreFullError
+from pyqueue.store.contract import Batch, DamagedReadError, Family, Store, StoreDamagedError, StoreFullError
 from pyqueue.store.records import JobRecord, Status
 from pyqueue.store.rocks import RocksStore
 
 __all__ = [
     "Batch",
+    "DamagedReadError",
     "Family",
     "JobRecord",
     "RocksStore",

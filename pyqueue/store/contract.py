@@ -27,6 +27,11 @@ class StoreDamagedError(Exception):
     """The store could not be opened (damaged, missing, or in use); the message says what to do."""
 
 
+class DamagedReadError(Exception):
+    """A read met damaged data (a table block whose checksum fails): that read fails, the store
+    goes on serving what is whole. The message is RocksDB's, with the file and offset."""
+
+
 class Batch(Protocol):
     def put(self, family: Family, key: bytes, value: bytes) -> None: ...
 

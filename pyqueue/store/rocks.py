@@ -25,7 +25,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from pyqueue.store.contract import Batch, Family, StoreDamagedError, StoreFullError
+from pyqueue.store.contract import Batch, DamagedReadError, Family, StoreDamagedError, StoreFullError
 from pyqueue.store.durable_mark import lost_commits, write_mark
 
 TOMBSTONE_WINDOW = 10_000
@@ -125,6 +125,11 @@ class RocksBatch:
 
     def __len__(self) -> int:
         return int(self.wb.len())
+
+
+def _damage_said(exc: Exception) -> Exception:
+    """RocksDB's corruption (a plain Exception from rocksdict) as DamagedReadError; others as they are."""
+    return DamagedReadError(str(exc)) if str(exc).startswith("Corruption:") else exc
 
 
 class RocksStore:
@@ -255,13 +260,19 @@ class RocksStore:
         return lost_commits(self.path, self.latest_sequence())
 
     def get(self, family: Family, key: bytes) -> bytes | None:
-        value = self._families[family].get(key)
+        try:  # a try costs nothing until it raises; a context manager a microsecond a read
+            value = self._families[family].get(key)
+        except Exception as exc:
+            raise _damage_said(exc) from None
         return None if value is None else bytes(value)
 
     def get_many(self, family: Family, keys: Sequence[bytes]) -> list[bytes | None]:
         if not keys:
             return []
-        values = self._families[family].get(list(keys))
+        try:
+            values = self._families[family].get(list(keys))
+        except Exception as exc:
+            raise _damage_said(exc) from None
         assert values is not None
         return list(values)
 
@@ -291,6 +302,11 @@ class RocksStore:
                     return
                 yield key, it.value()
                 it.next()
+        # An iterator that met a damaged block stops as if at the end: say so, never a short scan.
+        try:
+            it.status()
+        except Exception as exc:
+            raise _damage_said(exc) from None
 
     def last_key(self, family: Family, lo: bytes, hi: bytes) -> bytes | None:
         for key, _ in self.scan(family, lo, hi, reverse=True):

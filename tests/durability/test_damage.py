@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from harness import ServerProcess, check_store, pyqueue_command, serve_once
 
 import pyqueue
@@ -129,10 +130,16 @@ def test_a_corrupt_table_block_fails_the_requests_that_read_it_not_the_server(tm
             for job_id in ids:
                 try:
                     client.get_job(job_id)
-                except pyqueue.PyQueueError as exc:
-                    assert "failed inside the server" in str(exc)
+                except pyqueue.DataLoss as exc:  # naming the file, and what to run
+                    assert "block checksum mismatch" in str(exc) and ".sst" in str(exc)
+                    assert "pyqueue check" in str(exc)
                     failed += 1
             assert 0 < failed < len(ids), "the damaged block's jobs fail, the others are served"
+            # A listing serves what is whole, and marks each job it cannot read where it stands.
+            listed = list(client.list_jobs())
+            assert [j.id for j in listed] == ids
+            assert len([j for j in listed if j.damage]) == failed
+            assert all("damaged block" in j.damage for j in listed if j.damage)
             taken = 0
             # One claim for every job: it meets the damaged block.
             with client.take("default", prefetch=len(ids)) as stream:
@@ -212,6 +219,8 @@ def test_a_corrupt_job_record_is_a_marked_entry_and_check_reports_it(tmp_path: P
                 assert [j.id for j in listed] == [j.id for j in jobs], "every job, in its place"
                 marked = [j for j in listed if j.damage]
                 assert [j.id for j in marked] == [bad] and "undecodable record" in marked[0].damage
+            with pytest.raises(pyqueue.DataLoss, match=f"job {bad}.*pyqueue check"):
+                client.get_job(bad)
                 assert [j.payload for j in listed if not j.damage] == [{"n": i} for i in (0, 1, 3, 4)]
             with client.take("mail", prefetch=10) as stream:  # the readable ones are delivered
                 for _ in range(4):
