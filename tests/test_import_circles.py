@@ -69,3 +69,20 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 
 def test_the_search_finds_a_circle() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# What each layer may import besides itself (shared/DESIGN.md, "Layers"): the cluster is a layer
+# beside the engine, under the server; the store knows no queue policy and no transport.
+MAY_IMPORT = {
+    "pyqueue.cluster": {"pyqueue.store", "pyqueue.v1", "pyqueue.histogram"},
+    "pyqueue.store": {"pyqueue._native"},
+}
+
+
+def test_no_layer_imports_one_above_it() -> None:
+    graph = _graph()
+    for layer, allowed in MAY_IMPORT.items():
+        for module, deps in graph.items():
+            if module == layer or module.startswith(layer + "."):
+                above = {d for d in deps if not d.startswith(layer) and not d.startswith(tuple(allowed))}
+                assert not above, f"{module} imports {sorted(above)}"

@@ -9,7 +9,7 @@
 //! update) and the end of an attempt arrive with the id alone. It counts attempts in flight per
 //! id, so a hint delivered twice (a claim the store then refuses) is given back exactly once.
 
-use crate::ready::ReadyKey;
+use crate::order::ReadyKey;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 

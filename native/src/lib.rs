@@ -7,6 +7,7 @@ pub mod coalescer;
 pub mod keyed;
 pub mod keys;
 pub mod limits;
+pub mod order;
 pub mod push;
 pub mod ready;
 pub mod record;

@@ -19,8 +19,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-/// (priority, job id): the order in which ready jobs run.
-pub type ReadyKey = (u16, u64);
+pub use crate::order::ReadyKey;
 
 #[derive(Debug, Default)]
 pub struct Lane {

@@ -304,8 +304,8 @@ def run(f: ServeFlags) -> None:
 
 def _refuse_a_sharded_store(data_dir: Path, shard_count: int) -> None:
     if shard_count == 1 and (data_dir / "cluster.json").exists():
-        from pyqueue.cluster.metadata import MetadataError
         from pyqueue.server.supervisor import read_cluster
+        from pyqueue.store.json_files import MetadataError
 
         try:
             count = read_cluster(data_dir)["shards"]
@@ -341,8 +341,8 @@ def shard_args(argv: list[str]) -> list[str]:
 def _supervise(data_dir: Path, listen: str, shards: int, args: list[str], config: "ServerConfig") -> None:
     import asyncio
 
-    from pyqueue.cluster.metadata import MetadataError
     from pyqueue.server.supervisor import supervise
+    from pyqueue.store.json_files import MetadataError
 
     try:
         asyncio.run(supervise(data_dir, listen, shards, args, 10.0, config))

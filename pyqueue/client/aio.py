@@ -321,9 +321,9 @@ class AsyncClient:
         """See Client.backup."""
         return await self._run(calls.backup(path, timeout))
 
-    async def history(self) -> History:
+    async def history(self, queue: str = "", *, total: bool = False) -> History:
         """The last hour of every queue in fixed steps (see Client.history)."""
-        return await self._run(calls.history())
+        return await self._run(calls.history(queue, total))
 
     async def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""

@@ -161,8 +161,8 @@ def backup(path: str, timeout: float) -> Call[list[int]]:
     return Call("Backup", pb.BackupRequest(path=path), lambda answer: list(answer.sequences), timeout=timeout)
 
 
-def history() -> Call[History]:
-    return Call("History", pb.HistoryRequest(), History.from_pb)
+def history(queue: str, total: bool) -> Call[History]:
+    return Call("History", pb.HistoryRequest(queue=queue, total=total), History.from_pb)
 
 
 def metrics() -> Call[str]:

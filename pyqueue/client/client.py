@@ -400,10 +400,12 @@ class Client:
         (absolute); the sequence each shard's copy ends at. `pyqueue restore` puts it back."""
         return self._run(calls.backup(path, timeout))
 
-    def history(self) -> History:
-        """The last hour of every queue in fixed steps (events and waits), as the dashboard charts
-        it. Kept in the server's memory: it starts empty when the server starts."""
-        return self._run(calls.history())
+    def history(self, queue: str = "", *, total: bool = False) -> History:
+        """The last hour in fixed steps (events and waits), as the dashboard charts it: `queue`'s
+        only, or with `total` every queue added up (by the server, as it counts), or (neither)
+        every queue's, which is megabytes on a busy server: ask for what you show. `names` lists
+        the queues either way. Kept in the server's memory: it starts empty when the server starts."""
+        return self._run(calls.history(queue, total))
 
     def metrics(self) -> str:
         """The server's Prometheus metrics, as its HTTP /metrics serves them (text format)."""

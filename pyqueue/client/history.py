@@ -43,6 +43,8 @@ class History:
     last_step: int  # the step under way: unix seconds // step_seconds
     wait_bounds: list[float]
     queues: dict[str, QueueHistory]
+    names: list[str]  # the queues with something in the window
+    summed: "QueueHistory | None" = None  # every queue added up, by the server (asked with total)
 
     @property
     def first_step_start(self) -> float:
@@ -52,6 +54,8 @@ class History:
 
     def total(self) -> QueueHistory:
         """Every queue added up, step by step."""
+        if self.summed is not None:
+            return self.summed
         queues = list(self.queues.values())
         if not queues:
             return QueueHistory([], [], [], [], [])
@@ -68,18 +72,21 @@ class History:
     @classmethod
     def from_pb(cls, message: pb.HistoryResponse) -> "History":
         width = len(message.wait_bounds) + 1
+
+        def steps(q: pb.QueueHistory) -> QueueHistory:
+            return QueueHistory(
+                list(q.enqueued),
+                list(q.completed),
+                list(q.failed),
+                list(q.dead),
+                [list(q.waits[i : i + width]) for i in range(0, len(q.waits), width)],
+            )
+
         return cls(
             message.step_seconds,
             message.last_step,
             list(message.wait_bounds),
-            {
-                q.queue: QueueHistory(
-                    list(q.enqueued),
-                    list(q.completed),
-                    list(q.failed),
-                    list(q.dead),
-                    [list(q.waits[i : i + width]) for i in range(0, len(q.waits), width)],
-                )
-                for q in message.queues
-            },
+            {q.queue: steps(q) for q in message.queues},
+            list(message.queue_names) or [q.queue for q in message.queues],
+            steps(message.total) if message.HasField("total") else None,
         )

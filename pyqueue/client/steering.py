@@ -124,6 +124,9 @@ class QueueInfo:
     rate_per_s: float = 0.0
     burst: float = 0.0
     key_max_running: int = 0
+    enqueued_total: int = 0  # since the server started
+    completed_total: int = 0
+    oldest_ready_seconds: float = 0.0  # 0: none ready
 
     @classmethod
     def from_pb(cls, message: pb.QueueInfo) -> "QueueInfo":
@@ -135,6 +138,9 @@ class QueueInfo:
             message.rate_per_s,
             message.burst,
             message.key_max_running,
+            message.enqueued_total,
+            message.completed_total,
+            message.oldest_ready_seconds,
         )
 
     @property

@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from pyqueue.cluster.changelog import APPLIED, FENCE, RecordingBatch
 from pyqueue.cluster.fail_stop import lost
 from pyqueue.cluster.nats_link import NatsLink
-from pyqueue.engine.telemetry import SECONDS, Histogram
+from pyqueue.histogram import SECONDS, Histogram
 from pyqueue.store.contract import Batch, Family
 from pyqueue.store.rocks import RocksStore
 

@@ -7,47 +7,17 @@ time (pyqueue/server/metrics.py) and formats them with prometheus_client. A read
 histogram between two increments; the next scrape is whole again.
 """
 
-import bisect
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 
 from pyqueue.engine.history import StepCounts
+from pyqueue.histogram import SECONDS, Histogram
 
-# Seconds: from 0.5 ms (a buffered commit) to a minute (a queue that waited).
-SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 WAIT_SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 JOBS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
 EVENTS = ("enqueued", "completed", "failed", "dead", "lost")
-
-
-class Histogram:
-    """Cumulative-on-read bucket counts, a sum and a count; one writer thread per histogram."""
-
-    def __init__(self, bounds: Sequence[float]) -> None:
-        self.bounds = tuple(bounds)
-        self.counts = [0] * (len(self.bounds) + 1)  # the last: above every bound (+Inf)
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.sum += value
-
-    def observe_many(self, values: Iterable[float]) -> None:
-        counts, bounds, total = self.counts, self.bounds, 0.0
-        for value in values:
-            counts[bisect.bisect_left(bounds, value)] += 1
-            total += value
-        self.sum += total
-
-    def buckets(self) -> list[tuple[str, int]]:
-        """(upper bound, cumulative count) pairs ending with +Inf, as Prometheus wants them."""
-        out, running = [], 0
-        for bound, n in zip((*map(str, self.bounds), "+Inf"), list(self.counts), strict=True):
-            running += n
-            out.append((bound, running))
-        return out
 
 
 class Telemetry:

@@ -63,7 +63,7 @@ async def start_grpc(
     address, internal address). With `internal`, a TLS server also listens in plaintext on a
     loopback port, for its supervisor's router (tokens are checked there all the same)."""
     server = grpc.aio.server(options=options)
-    add_queue_service(servicer, server, guard, calls)
+    add_queue_service(servicer, server, guard, calls, getattr(servicer, "reads", None))
     health_service = health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
     names = (pb.DESCRIPTOR.services_by_name["Queue"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
@@ -185,6 +185,7 @@ async def serve_store(
             config.tls,
             config.http,
             config.host_rule(),
+            reads=service.reads,
         )
         http.start()
 

@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 
 from pyqueue.cluster import SLOTS
-from pyqueue.cluster.metadata import write_json
 from pyqueue.engine.errors import FailedPrecondition, InvalidArgument
 from pyqueue.store.contract import Store
+from pyqueue.store.json_files import write_json
 
 PATH_MAX = 4096  # Linux's, bytes with the final NUL
 NAME_MAX = 255  # one name in a path, bytes

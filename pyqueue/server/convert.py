@@ -219,7 +219,14 @@ def cron_to_pb(entry: CronEntry) -> pb.CronEntry:
     return message
 
 
-def queue_info(name: str, paused: bool, counts: dict[str, int], limit: QueueLimit) -> pb.QueueInfo:
+def queue_info(
+    name: str,
+    paused: bool,
+    counts: dict[str, int],
+    limit: QueueLimit,
+    activity: tuple[int, int, float] = (0, 0, 0.0),
+) -> pb.QueueInfo:
+    """`activity`: (enqueued, completed) since the start, and the oldest ready job's age in seconds."""
     return pb.QueueInfo(
         name=name,
         paused=paused,
@@ -228,6 +235,9 @@ def queue_info(name: str, paused: bool, counts: dict[str, int], limit: QueueLimi
         rate_per_s=limit.rate_per_s,
         burst=limit.burst,
         key_max_running=limit.key_max_running,
+        enqueued_total=activity[0],
+        completed_total=activity[1],
+        oldest_ready_seconds=activity[2],
     )
 
 

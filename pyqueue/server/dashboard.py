@@ -90,7 +90,8 @@ class Dashboard:
         if path == "/api/queues":
             return self._queues()
         if path == "/api/history":
-            return _history(client.history(), (query.get("queue") or [""])[0])
+            queue = (query.get("queue") or [""])[0]
+            return _history(client.history(queue, total=not queue), queue)
         if path == "/api/cluster":
             if self._cluster is None:
                 return None  # one machine
@@ -150,21 +151,11 @@ class Dashboard:
         raise NotFound(f"no such action: {path}")
 
     def _queues(self) -> list[dict[str, Any]]:
-        from prometheus_client.parser import text_string_to_metric_families
-
         client = self.client
         workers: dict[str, int] = {}
         for w in per_process(client.workers()):
             for queue in w.queues:
                 workers[queue] = workers.get(queue, 0) + 1
-        totals: dict[tuple[str, str], float] = {}
-        try:
-            text = client.metrics()
-        except PermissionDenied:  # a token that reads some queues only: no rates, the rest stands
-            text = ""
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                totals[s.name, s.labels.get("queue", "")] = s.value
         return [
             {
                 "name": q.name,
@@ -172,9 +163,9 @@ class Dashboard:
                 "limits": q.limits,
                 "counts": q.counts,
                 "workers": workers.get(q.name, 0),
-                "enqueued_total": totals.get(("pyqueue_jobs_enqueued_total", q.name), 0),
-                "completed_total": totals.get(("pyqueue_jobs_completed_total", q.name), 0),
-                "oldest_ready_seconds": totals.get(("pyqueue_queue_oldest_ready_seconds", q.name), 0),
+                "enqueued_total": q.enqueued_total,
+                "completed_total": q.completed_total,
+                "oldest_ready_seconds": q.oldest_ready_seconds,
             }
             for q in client.queues()
         ]
@@ -202,7 +193,7 @@ def _history(history: History, queue: str) -> dict[str, Any]:
         "step_seconds": history.step_seconds,
         "start": (history.last_step - steps + 1) * history.step_seconds,
         "queue": queue,
-        "queues": sorted(q for q in history.queues if q),  # "": past the cap, in the total only
+        "queues": sorted(q for q in history.names if q),  # "": past the cap, in the total only
         **rate,
         **waits,
     }

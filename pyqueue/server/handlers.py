@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 
 from pyqueue.engine.errors import EngineError
 from pyqueue.server.auth import Principal
+from pyqueue.server.read_share import READS, WORK, ReadShare
 from pyqueue.server.rights import FORWARDED_FOR, RELAY, Guard, outcome_of
 from pyqueue.server.shutdown import CallsInHand
 from pyqueue.server.status import abort
@@ -24,10 +25,16 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 
 def add_queue_service(
-    servicer: Any, server: grpc.aio.Server, guard: Guard | None = None, calls: CallsInHand | None = None
+    servicer: Any,
+    server: grpc.aio.Server,
+    guard: Guard | None = None,
+    calls: CallsInHand | None = None,
+    reads: ReadShare | None = None,
 ) -> None:
+    """`reads`: how reads share the loop with writes (read_share.py); one is made if not given."""
     guard = guard or Guard(None)
     calls = calls or CallsInHand()
+    reads = reads or ReadShare()
     handlers = {}
     for method in SERVICE.methods:
         decode = getattr(pb, method.input_type.name).FromString
@@ -35,12 +42,12 @@ def add_queue_service(
         behavior = getattr(servicer, method.name)
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _streaming(method.name, behavior, decode, guard, calls),
+                _streaming(method.name, behavior, decode, guard, calls, reads),
                 response_serializer=_passing_bytes(encode),
             )
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(method.name, behavior, decode, guard, calls), response_serializer=encode
+                _unary(method.name, behavior, decode, guard, calls, reads), response_serializer=encode
             )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
 
@@ -76,13 +83,24 @@ def _refusal(decode: Callable[[bytes], Any], exc: Exception) -> str:
 
 
 def _unary(
-    name: str, behavior: Callable[..., Any], decode: Callable[[bytes], Any], guard: Guard, calls: CallsInHand
+    name: str,
+    behavior: Callable[..., Any],
+    decode: Callable[[bytes], Any],
+    guard: Guard,
+    calls: CallsInHand,
+    reads: ReadShare,
 ) -> Callable[..., Any]:
     watched = guard.watches(name)  # without tokens, only changes pass the guard (to be logged)
+    is_read, is_write = name in READS, name in WORK
 
     async def counted(raw: bytes, context: Context) -> Any:
         calls.enter()
         try:
+            if is_read:
+                async with reads.read():
+                    return await handle(raw, context)
+            if is_write:
+                reads.note_write()
             return await (relayed(raw, context) if name in RELAY else handle(raw, context))
         finally:
             calls.leave()
@@ -133,16 +151,18 @@ class _DecodingContext:
     """The servicer context of a stream, whose `read` decodes (and refuses what does not)."""
 
     def __init__(
-        self, context: Context, decode: Callable[[bytes], Any], check: Callable[[Any], None]
+        self, context: Context, decode: Callable[[bytes], Any], check: Callable[[Any], None], reads: ReadShare
     ) -> None:
         self._context = context
         self._decode = decode
         self._check = check
+        self._reads = reads
 
     async def read(self) -> Any:
         raw = await self._context.read()
         if not isinstance(raw, bytes):
             return raw  # EOF
+        self._reads.note_write()  # an enqueue, an ack, a subscribe: work coming in
         try:
             message = self._decode(raw)
         except DecodeError as exc:
@@ -158,7 +178,12 @@ class _DecodingContext:
 
 
 def _streaming(
-    name: str, behavior: Callable[..., Any], decode: Callable[[bytes], Any], guard: Guard, calls: CallsInHand
+    name: str,
+    behavior: Callable[..., Any],
+    decode: Callable[[bytes], Any],
+    guard: Guard,
+    calls: CallsInHand,
+    reads: ReadShare,
 ) -> Callable[..., Any]:
     async def counted(requests: Any, context: Context) -> None:
         calls.enter()
@@ -180,6 +205,6 @@ def _streaming(
             else:  # EnqueueStream: each message is an EnqueueRequest
                 guard.check("Enqueue", message, who, peer)
 
-        await behavior(requests, _DecodingContext(context, decode, check))
+        await behavior(requests, _DecodingContext(context, decode, check, reads))
 
     return counted

@@ -16,6 +16,7 @@ is.
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterable
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -31,6 +32,7 @@ from pyqueue.server.http_clients import TokenClients
 from pyqueue.server.http_limits import HttpLimits
 from pyqueue.server.http_origin import HostRule
 from pyqueue.server.metrics import CONTENT_TYPE
+from pyqueue.server.read_share import ReadShare
 
 log = logging.getLogger("pyqueue.http")
 
@@ -86,11 +88,13 @@ class HttpEndpoint:
         limits: HttpLimits | None = None,
         hosts: HostRule | None = None,
         cluster: Callable[[], dict[str, Any]] | None = None,
+        reads: ReadShare | None = None,
     ) -> None:
         """`public_address`: where the dashboard's client reaches the gRPC service (in plaintext
         on loopback: the internal address of a TLS server). `metrics` gets the caller's token;
         `unhealthy` says why the server does not serve ('' when it does), for /healthz; `cluster`,
-        a cluster node's view of the cluster, for the dashboard."""
+        a cluster node's view of the cluster, for the dashboard; `reads`, the server's share of
+        the loop for reads (read_share.py), which the dashboard's pages keep to as well."""
         self.listen = listen
         self.authority = authority
         self.tls = tls
@@ -102,6 +106,7 @@ class HttpEndpoint:
         self.metrics = metrics
         self.unhealthy = unhealthy
         self.hosts = hosts or HostRule([listen.rpartition(":")[0]])
+        self.reads = reads or ReadShare()
         self.address = ""
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -170,7 +175,11 @@ class HttpEndpoint:
         # Tokens off: a header is not passed on (nor does it make a client of its own).
         authorization = str(metadata[0][1]) if metadata and who is not None else None
         if path.startswith("/api/"):
-            return self.dashboard.app(environ, start_response, authorization)
+            started = time.monotonic()
+            answered = self.dashboard.app(environ, start_response, authorization)
+            if environ.get("REQUEST_METHOD") == "GET":  # a page's read: its share, as gRPC reads
+                time.sleep(self.reads.pause_for(time.monotonic() - started))
+            return answered
         if path.startswith("/v1/"):
             return self.jobs.app(environ, start_response, authorization)
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):

@@ -14,7 +14,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.parser import text_string_to_metric_families
 
 from pyqueue.engine import Engine, Status
-from pyqueue.engine.telemetry import EVENTS, Histogram
+from pyqueue.engine.telemetry import EVENTS
+from pyqueue.histogram import Histogram
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -27,9 +28,16 @@ _EVENT_HELP = {
 }
 
 
-def shard_families(engine: Engine, workers: dict[str, int]) -> list[Metric]:
-    """Every metric of one shard; `workers` is the number of Take streams serving each queue."""
-    families: list[Metric] = []
+def shard_families(engine: Engine, workers: dict[str, int], reads_paused_s: float = 0.0) -> list[Metric]:
+    """Every metric of one shard; `workers` is the number of Take streams serving each queue;
+    `reads_paused_s`, how long reads were held back for writes (server/read_share.py)."""
+    families: list[Metric] = [
+        CounterMetricFamily(
+            "pyqueue_reads_paused_seconds",
+            "How long reads (listings, counts, history, metrics) waited so that writes kept the loop.",
+            value=reads_paused_s,
+        )
+    ]
     events = engine.telemetry.event_counts()
     for event in EVENTS:
         counter = CounterMetricFamily(f"pyqueue_jobs_{event}", _EVENT_HELP[event], labels=["queue"])

@@ -24,6 +24,8 @@ from pyqueue.server import backup, history, metrics
 from pyqueue.server.auth import METADATA_KEY
 from pyqueue.server.convert import enqueue_refusal
 from pyqueue.server.fan_out import take_across
+from pyqueue.server.fresh import Fresh
+from pyqueue.server.read_share import ReadShare
 from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.router_workflows import RouterWorkflowCalls
 from pyqueue.server.status import EOF, AnsweringStream, Context, abort, answer_each, answered
@@ -53,6 +55,9 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
         self.channels = [grpc.aio.insecure_channel(a, options=self.options) for a in dial]
         self.enqueue_streams: set[AnsweringStream] = set()
         self.stubs = [pb_grpc.QueueStub(c) for c in self.channels]
+        self._metrics = Fresh(self._build_metrics)
+        self.reads = ReadShare()  # how reads share the loop with writes (the handlers' too)
+        self._metrics_metadata: tuple[tuple[str, str | bytes], ...] = ()
 
     async def moved(
         self, shard: int, address: str, dial: str, credentials: grpc.ChannelCredentials | None = None
@@ -383,7 +388,8 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
     @answered
     async def Metrics(self, request: pb.MetricsRequest, context: Context) -> pb.MetricsResponse:
         try:
-            return pb.MetricsResponse(text=(await self.metrics_text(forwarded(context))).decode())
+            self._metrics_metadata = forwarded(context)
+            return pb.MetricsResponse(text=(await self._metrics.get()).decode())  # the handler shares it
         except grpc.aio.AioRpcError as exc:  # a shard's refusal (a token's rights) is the answer
             await context.abort(exc.code(), exc.details() or "")
 
@@ -401,14 +407,22 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
         return await asyncio.to_thread(history.merge, answers)  # many numbers: off the loop
 
     async def metrics_text(self, metadata: Sequence[tuple[str, str | bytes]] = ()) -> bytes:
-        """Every shard's metrics, added up into the server's one view (`metadata`: the caller's token)."""
+        """Every shard's metrics, added up into the server's one view, built at most once a second
+        however many scrape it (`metadata`: the caller's token, whose right to read every queue
+        the guard or the HTTP port checked before: the view is the same for every such caller)."""
+        self._metrics_metadata = tuple(metadata)
+        async with self.reads.read():
+            return await self._metrics.get()
+
+    async def _build_metrics(self) -> bytes:
         answers = await asyncio.gather(
             *(
-                stub.Metrics(pb.MetricsRequest(), timeout=10, metadata=tuple(metadata))
+                stub.Metrics(pb.MetricsRequest(), timeout=10, metadata=self._metrics_metadata)
                 for stub in self.stubs[: self.topology.shards]
             )
         )
-        return metrics.render(metrics.merge(a.text for a in answers))
+        # Parsing and adding up every shard's samples is tens of milliseconds: off the loop.
+        return await asyncio.to_thread(lambda: metrics.render(metrics.merge(a.text for a in answers)))
 
     @answered
     async def UpdateJobs(self, request: pb.UpdateJobsRequest, context: Context) -> pb.ChangeResponse:

@@ -6,7 +6,6 @@ from collections import Counter
 import grpc
 
 from pyqueue.cluster import Topology, slot_of
-from pyqueue.cluster.metadata import MetadataError, read_json
 from pyqueue.engine import Engine, EngineError, FailedPrecondition
 from pyqueue.engine.queue_limits import QueueLimit
 from pyqueue.server import backup, history, metrics
@@ -22,10 +21,13 @@ from pyqueue.server.convert import (
     new_job,
     queue_info,
 )
+from pyqueue.server.fresh import Fresh
+from pyqueue.server.read_share import ReadShare
 from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.status import AnsweringStream, Context, abort, answer_each, answered
 from pyqueue.server.take import ServerTakeStream, StrayPacer
 from pyqueue.server.workflows import WorkflowCalls
+from pyqueue.store.json_files import MetadataError, read_json
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -39,6 +41,8 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
         self._pacers: dict[str, StrayPacer] = {}  # client connection -> its streams' stray pacing
         self.enqueue_streams: set[AnsweringStream] = set()
         self.address = config.listen  # the bound address, set once listening
+        self._metrics = Fresh(self._build_metrics)
+        self.reads = ReadShare()  # how reads share the loop with writes (the handlers' too)
 
     @answered
     async def Enqueue(self, request: pb.EnqueueRequest, context: Context) -> pb.EnqueueResponse:
@@ -94,12 +98,37 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
     @answered
     async def ListQueues(self, request: pb.ListQueuesRequest, context: Context) -> pb.ListQueuesResponse:
         await self.engine.wait_rebuilt()  # the counts are whole once the start-up rebuild is done
+        queues = self.engine.queues()
+        events = self.engine.telemetry.event_counts()
+        # Off the loop: the oldest ready job of each queue is a read of the store.
+        oldest = await asyncio.to_thread(
+            self._oldest_ready_seconds, [q for q, _, c, _ in queues if c.get("ready")]
+        )
         return pb.ListQueuesResponse(
             queues=[
-                queue_info(name, paused, counts, limit)
-                for name, paused, counts, limit in self.engine.queues()
+                queue_info(
+                    name,
+                    paused,
+                    counts,
+                    limit,
+                    (
+                        events.get(("enqueued", name), 0),
+                        events.get(("completed", name), 0),
+                        oldest.get(name, 0.0),
+                    ),
+                )
+                for name, paused, counts, limit in queues
             ]
         )
+
+    def _oldest_ready_seconds(self, queues: list[str]) -> dict[str, float]:
+        now_ms = self.engine.clock()
+        ages = {}
+        for queue in queues:
+            since = self.engine.oldest_ready_ms(queue)
+            if since is not None:
+                ages[queue] = max(now_ms - since, 0) / 1000
+        return ages
 
     @answered
     async def UpdateJobs(self, request: pb.UpdateJobsRequest, context: Context) -> pb.ChangeResponse:
@@ -304,23 +333,36 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
 
     @answered
     async def Metrics(self, request: pb.MetricsRequest, context: Context) -> pb.MetricsResponse:
-        return pb.MetricsResponse(text=(await self.metrics_text()).decode())
+        return pb.MetricsResponse(text=(await self._metrics.get()).decode())  # the handler shares it
 
     @answered
     async def History(self, request: pb.HistoryRequest, context: Context) -> pb.HistoryResponse:
-        # Off the event loop: an hour of 256 busy queues is a few hundred thousand numbers.
-        return await asyncio.to_thread(history.shard_history, self.engine.telemetry.history)
+        # One queue's hour, or the total kept ready: a few thousand numbers, built on the loop in
+        # well under a millisecond. Every queue's (neither asked) is megabytes: off the loop, though
+        # a thread still holds the GIL while it builds them.
+        if request.queue or request.total:
+            return history.shard_history(self.engine.telemetry.history, request)
+        return await asyncio.to_thread(history.shard_history, self.engine.telemetry.history, request)
 
     async def metrics_text(self, metadata: object = ()) -> bytes:
-        """This server's metrics (`metadata`, the caller's token, is checked before: see http.py)."""
+        """This server's metrics for the HTTP port (`metadata`, the caller's token, is checked
+        before: see http.py), built at most once a second however many scrape it, and taking its
+        share of the loop as the gRPC reads do (read_share.py)."""
+        async with self.reads.read():
+            return await self._metrics.get()
+
+    async def _build_metrics(self) -> bytes:
         workers: dict[str, int] = {}
         for stream in tuple(self.streams):
             if stream.consumer is not None:
                 for queue in stream.consumer.queues:
                     workers[queue] = workers.get(queue, 0) + 1
-        # Off the event loop: the gauges read the store (the oldest ready job, the files' sizes).
-        families = await asyncio.to_thread(metrics.shard_families, self.engine, workers)
-        return metrics.render(families)
+        # Off the event loop: the gauges read the store (the oldest ready job, the files' sizes),
+        # and rendering a few thousand samples is tens of milliseconds.
+        paused = self.reads.paused_s
+        return await asyncio.to_thread(
+            lambda: metrics.render(metrics.shard_families(self.engine, workers, paused))
+        )
 
     def end_streams(self) -> None:
         for stream in tuple(self.streams):

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pyqueue.children import child_environment, pyqueue_command
 from pyqueue.cluster import SLOTS, Topology
 from pyqueue.cluster.fail_stop import HANDED_OVER, LOST_SHARD
-from pyqueue.cluster.metadata import MetadataError, read_json, write_json
 from pyqueue.server.app import advertised, dialable, start_grpc
 from pyqueue.server.auth import Authority
 from pyqueue.server.config import ServerConfig, TlsFiles
@@ -37,6 +36,7 @@ from pyqueue.server.relay_secret import RELAY_ENV, new_secret
 from pyqueue.server.rights import Guard
 from pyqueue.server.router import Router
 from pyqueue.server.shutdown import CallsInHand, stop_server
+from pyqueue.store.json_files import MetadataError, read_json, write_json
 from pyqueue.store.rocks import missing_store
 
 if TYPE_CHECKING:
@@ -419,6 +419,7 @@ async def supervise(
             config.http,
             config.host_rule(),
             nodes.view if nodes is not None else None,
+            router.reads,
         )
         if http_listen
         else None

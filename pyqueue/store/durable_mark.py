@@ -11,7 +11,7 @@ down; `pyqueue restore` writes the mark of the backup it restores.
 
 from pathlib import Path
 
-from pyqueue.cluster.metadata import MetadataError, read_json, write_json
+from pyqueue.store.json_files import MetadataError, read_json, write_json
 
 MARK_FILE = "pyqueue-durable.json"
 

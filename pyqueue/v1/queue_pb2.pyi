@@ -1297,6 +1297,9 @@ class QueueInfo(_message.Message):
     RATE_PER_S_FIELD_NUMBER: _builtins.int
     BURST_FIELD_NUMBER: _builtins.int
     KEY_MAX_RUNNING_FIELD_NUMBER: _builtins.int
+    ENQUEUED_TOTAL_FIELD_NUMBER: _builtins.int
+    COMPLETED_TOTAL_FIELD_NUMBER: _builtins.int
+    OLDEST_READY_SECONDS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     paused: _builtins.bool
     max_running: _builtins.int
@@ -1304,6 +1307,11 @@ class QueueInfo(_message.Message):
     rate_per_s: _builtins.float
     burst: _builtins.float
     key_max_running: _builtins.int
+    enqueued_total: _builtins.int
+    """Since the server started: jobs enqueued and completed (the dashboard's rates)."""
+    completed_total: _builtins.int
+    oldest_ready_seconds: _builtins.float
+    """How long the oldest ready job has been ready (0: none ready)."""
     @_builtins.property
     def counts(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     def __init__(
@@ -1316,10 +1324,13 @@ class QueueInfo(_message.Message):
         rate_per_s: _builtins.float = ...,
         burst: _builtins.float = ...,
         key_max_running: _builtins.int = ...,
+        enqueued_total: _builtins.int = ...,
+        completed_total: _builtins.int = ...,
+        oldest_ready_seconds: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["burst", b"burst", "counts", b"counts", "key_max_running", b"key_max_running", "max_running", b"max_running", "name", b"name", "paused", b"paused", "rate_per_s", b"rate_per_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["burst", b"burst", "completed_total", b"completed_total", "counts", b"counts", "enqueued_total", b"enqueued_total", "key_max_running", b"key_max_running", "max_running", b"max_running", "name", b"name", "oldest_ready_seconds", b"oldest_ready_seconds", "paused", b"paused", "rate_per_s", b"rate_per_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1935,14 +1946,27 @@ Global___MetricsResponse: _TypeAlias = MetricsResponse  # noqa: Y015
 
 @_typing.final
 class HistoryRequest(_message.Message):
+    """With neither field, every queue's steps (an hour of 256 busy queues is megabytes: ask for what
+    a chart shows).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
+    QUEUE_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """Only this queue's steps."""
+    total: _builtins.bool
+    """Only every queue added up (HistoryResponse.total), kept ready by the server as it counts."""
     def __init__(
         self,
+        *,
+        queue: _builtins.str = ...,
+        total: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue", "total", b"total"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1956,6 +1980,8 @@ class HistoryResponse(_message.Message):
     LAST_STEP_FIELD_NUMBER: _builtins.int
     WAIT_BOUNDS_FIELD_NUMBER: _builtins.int
     QUEUES_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    QUEUE_NAMES_FIELD_NUMBER: _builtins.int
     step_seconds: _builtins.int
     last_step: _builtins.int
     """The last step: the one under way (partial), numbered as unix seconds // step_seconds."""
@@ -1967,6 +1993,14 @@ class HistoryResponse(_message.Message):
     def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueHistory]:
         """Queues with something in the window (a queue idle for the whole hour is left out)."""
 
+    @_builtins.property
+    def total(self) -> Global___QueueHistory:
+        """Every queue added up, when the request asked for the total."""
+
+    @_builtins.property
+    def queue_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The names of the queues with something in the window, whatever was asked."""
+
     def __init__(
         self,
         *,
@@ -1974,10 +2008,12 @@ class HistoryResponse(_message.Message):
         last_step: _builtins.int = ...,
         wait_bounds: _abc.Iterable[_builtins.float] | None = ...,
         queues: _abc.Iterable[Global___QueueHistory] | None = ...,
+        total: Global___QueueHistory | None = ...,
+        queue_names: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["total", b"total"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_step", b"last_step", "queues", b"queues", "step_seconds", b"step_seconds", "wait_bounds", b"wait_bounds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_step", b"last_step", "queue_names", b"queue_names", "queues", b"queues", "step_seconds", b"step_seconds", "total", b"total", "wait_bounds", b"wait_bounds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -2,6 +2,9 @@
 
 from pyqueue.engine.history import StepCounts
 from pyqueue.server.history import merge, shard_history
+from pyqueue.v1 import queue_pb2 as pb
+
+EVERY = pb.HistoryRequest()
 
 BOUNDS = (0.01, 0.1, 1.0)
 
@@ -41,10 +44,10 @@ def test_shards_answers_merge_by_step_even_when_one_answered_a_step_earlier() ->
     one, two = (StepCounts(BOUNDS, step_seconds=10, steps=3, clock=clock) for _ in range(2))
     one.record({("enqueued", "a"): 1}, {"a": [0.05]})
     two.record({("enqueued", "b"): 4}, {})
-    early = shard_history(two)  # read at step 100
+    early = shard_history(two, EVERY)  # read at step 100
     clock.now = 1010.0
     one.record({("enqueued", "a"): 2}, {})
-    merged = merge([shard_history(one), early])
+    merged = merge([shard_history(one, EVERY), early])
 
     assert merged.last_step == 101
     by_queue = {q.queue: q for q in merged.queues}
@@ -61,3 +64,25 @@ def test_past_the_queue_cap_the_rest_are_added_up_under_one_name() -> None:
     _, queues = history.read()
     assert set(queues) == {"q0", "q1", OTHER_QUEUES}  # the first two by name, the rest in one
     assert sum(queues[OTHER_QUEUES].events["enqueued"]) == 3
+
+
+def test_a_chart_asks_for_one_queue_or_the_total_kept_ready() -> None:
+    clock = Clock(1000.0)
+    one, two = (StepCounts(BOUNDS, step_seconds=10, steps=3, clock=clock) for _ in range(2))
+    one.record({("enqueued", "a"): 1, ("enqueued", "c"): 5}, {"a": [0.05]})
+    two.record({("enqueued", "b"): 4}, {"b": [0.5]})
+    early = shard_history(two, pb.HistoryRequest(total=True))  # read at step 100
+    clock.now = 1010.0
+    one.record({("enqueued", "a"): 2}, {})
+
+    total = merge([shard_history(one, pb.HistoryRequest(total=True)), early])
+    assert not total.queues and list(total.queue_names) == ["a", "b", "c"]
+    assert list(total.total.enqueued) == [0, 10, 2]  # b's 4 shifted into its step
+    assert list(total.total.waits) == [0] * 4 + [0, 1, 1, 0] + [0] * 4
+
+    only_a = merge(
+        [shard_history(one, pb.HistoryRequest(queue="a")), shard_history(two, pb.HistoryRequest(queue="a"))]
+    )
+    assert [q.queue for q in only_a.queues] == ["a"] and list(only_a.queues[0].enqueued) == [0, 1, 2]
+    assert list(only_a.queue_names) == ["a", "b", "c"]
+    assert not only_a.HasField("total")
