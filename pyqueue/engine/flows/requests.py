@@ -149,13 +149,21 @@ def flow_jobs(view: BatchView, flow_id: int) -> list[int]:
 
 def check_known(view: BatchView, flow_id: int, ids: list[int]) -> None:
     """NotFound unless this shard holds a trace of the workflow: a job of it (`ids`), its first
-    batch, or its cancellation's mark."""
+    batch, its cancellation's mark, or a step of it on its way to another shard (in the outbox:
+    the job before it may be gone already, and the step not yet made where it goes)."""
     if ids or view.get_meta(keys.batch_key(flow_id)) or view.get_meta(keys.cancelled_flow_key(flow_id)):
+        return
+    if any(_in_transit(raw, flow_id) for _, raw in view.store.scan(Family.DATA, *keys.outbox_range())):
         return
     raise NotFound(
         f"workflow {flow_id} is not known here: it never existed, or its jobs ended and their "
         "retention ran out (--keep-completed, --keep-dead)"
     )
+
+
+def _in_transit(raw: bytes, flow_id: int) -> bool:
+    entry = json.loads(raw)
+    return entry.get("k") == "job" and entry.get("flow", {}).get("w") == flow_id
 
 
 class CancelFlow(CancelJobs):
