@@ -163,7 +163,7 @@ def check_known(view: BatchView, flow_id: int, ids: list[int]) -> None:
 
 def _in_transit(raw: bytes, flow_id: int) -> bool:
     entry = json.loads(raw)
-    return entry.get("k") == "job" and entry.get("flow", {}).get("w") == flow_id
+    return bool(entry.get("k") == "job" and entry.get("flow", {}).get("w") == flow_id)
 
 
 class CancelFlow(CancelJobs):
