@@ -14,13 +14,13 @@ GRANTS = {
 }
 
 
-def write_auth_file(path: Path) -> dict[str, str]:
-    secrets = {name: new_token() for name in GRANTS}
+def write_auth_file(path: Path, grants: dict[str, list[str]] = GRANTS) -> dict[str, str]:
+    secrets = {name: new_token() for name in grants}
     path.write_text(
         "".join(
             f'[[token]]\nname = "{name}"\nsha256 = "{hash_token(secrets[name])}"\n'
-            f"grants = {json.dumps(GRANTS[name])}\n\n"
-            for name in GRANTS
+            f"grants = {json.dumps(grants[name])}\n\n"
+            for name in grants
         )
     )
     return secrets

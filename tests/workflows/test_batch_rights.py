@@ -4,11 +4,11 @@ read it nor add to it (and adding writes nothing); its own team's do. Two shards
 from pathlib import Path
 
 import pytest
+from auth_files import write_auth_file
 from harness import ServerProcess, queue_on
 
 import pyqueue
 from pyqueue.cluster import Topology
-from pyqueue.tokens import hash_token, new_token
 
 GRANTS = {
     "root": ["admin:*"],
@@ -21,16 +21,7 @@ GRANTS = {
 
 
 def auth_file(path: Path) -> dict[str, str]:
-    tokens = {name: new_token() for name in GRANTS}
-    path.write_text(
-        "".join(
-            f'[[token]]\nname = "{n}"\nsha256 = "{hash_token(tokens[n])}"\ngrants = {GRANTS[n]!r}\n\n'.replace(
-                "'", '"'
-            )
-            for n in GRANTS
-        )
-    )
-    return tokens
+    return write_auth_file(path, GRANTS)
 
 
 def test_another_team_neither_sees_nor_joins_a_batch(tmp_path: Path) -> None:
