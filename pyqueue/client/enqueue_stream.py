@@ -7,6 +7,8 @@ and reads the answer itself: no thread hand-off on the way back.
 
 A stream that breaks fails the request in flight with UNAVAILABLE (it may or may not have been
 committed, as with a unary call whose connection broke) and is opened again on the next request.
+That includes a stream the server cancels (a stopping server cancels the calls its grace period
+did not see finish): only a cancel by the client's own watchdog is a timeout.
 A server without EnqueueStream (UNIMPLEMENTED) is remembered, and unary calls are used instead.
 The call's timeout is kept by a watchdog thread that cancels a stream whose answer is overdue.
 """
@@ -43,6 +45,7 @@ class StreamedEnqueues:
         self._answers: Any = None  # the call's iterator of answers (also a grpc.Call: cancel())
         self._supported = True
         self._deadline = 0.0
+        self._timed_out = False  # the watchdog cancelled the stream: its answer was overdue
         self._closed = False
         self._watchdog: threading.Thread | None = None
 
@@ -72,6 +75,7 @@ class StreamedEnqueues:
         if self._answers is None:
             self._open()
         assert self._requests is not None and self._answers is not None
+        self._timed_out = False
         self._requests.put(request)
         self._deadline = time.monotonic() + self._timeout
         try:
@@ -82,8 +86,10 @@ class StreamedEnqueues:
             if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self._supported = False
                 return None
-            if exc.code() == grpc.StatusCode.CANCELLED and not self._closed:
+            if exc.code() == grpc.StatusCode.CANCELLED and self._timed_out:
                 raise PyQueueError(f"no answer to an enqueue within {self._timeout}s") from None
+            if exc.code() == grpc.StatusCode.CANCELLED and not self._closed:
+                raise Unavailable("the server cancelled the enqueue stream") from None
             raise from_rpc_error(exc) from None
         except StopIteration:
             self._drop()
@@ -113,6 +119,7 @@ class StreamedEnqueues:
             time.sleep(_WATCH_EVERY_S)
             deadline, answers = self._deadline, self._answers
             if deadline and time.monotonic() > deadline and answers is not None:
+                self._timed_out = True
                 answers.cancel()  # the waiting caller gets CANCELLED
 
     def close(self) -> None:
@@ -147,6 +154,8 @@ class AsyncStreamedEnqueues:
             if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self._supported = False
                 return await self._unary(jobs)
+            if exc.code() == grpc.StatusCode.CANCELLED:  # by the server: the stream broke
+                raise Unavailable("the server cancelled the enqueue stream") from None
             raise from_rpc_error(exc) from None
         except TimeoutError:
             self._drop()

@@ -28,7 +28,7 @@ from pyqueue.server.fresh import Fresh
 from pyqueue.server.read_share import ReadShare
 from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.router_workflows import RouterWorkflowCalls
-from pyqueue.server.status import EOF, AnsweringStream, Context, abort, answer_each, answered
+from pyqueue.server.status import EOF, AnsweringStreams, Context, abort, answer_each, answered
 from pyqueue.v1 import queue_pb2 as pb
 from pyqueue.v1 import queue_pb2_grpc as pb_grpc
 
@@ -53,7 +53,7 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
         ]
         # Where the router itself reaches each shard: loopback, in plaintext (server/app.py).
         self.channels = [grpc.aio.insecure_channel(a, options=self.options) for a in dial]
-        self.enqueue_streams: set[AnsweringStream] = set()
+        self.enqueue_streams = AnsweringStreams()
         self.stubs = [pb_grpc.QueueStub(c) for c in self.channels]
         self._metrics = Fresh(self._build_metrics)
         self.reads = ReadShare()  # how reads share the loop with writes (the handlers' too)
@@ -107,8 +107,7 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
         return "; ".join(p for p in problems if p)
 
     def end_streams(self) -> None:
-        for stream in tuple(self.enqueue_streams):
-            stream.end()
+        self.enqueue_streams.end_all()
 
     async def close(self) -> None:
         await asyncio.gather(*(c.close(None) for c in self.channels))

@@ -24,7 +24,7 @@ from pyqueue.server.convert import (
 from pyqueue.server.fresh import Fresh
 from pyqueue.server.read_share import ReadShare
 from pyqueue.server.rights import FORWARDED_FOR
-from pyqueue.server.status import AnsweringStream, Context, abort, answer_each, answered
+from pyqueue.server.status import AnsweringStreams, Context, abort, answer_each, answered
 from pyqueue.server.take import ServerTakeStream, StrayPacer
 from pyqueue.server.workflows import WorkflowCalls
 from pyqueue.store.json_files import MetadataError, read_json
@@ -39,7 +39,7 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
         self.streams: set[ServerTakeStream] = set()
         self._streams_of: Counter[str] = Counter()  # client connection -> its open worker streams
         self._pacers: dict[str, StrayPacer] = {}  # client connection -> its streams' stray pacing
-        self.enqueue_streams: set[AnsweringStream] = set()
+        self.enqueue_streams = AnsweringStreams()
         self.address = config.listen  # the bound address, set once listening
         self._metrics = Fresh(self._build_metrics)
         self.reads = ReadShare()  # how reads share the loop with writes (the handlers' too)
@@ -367,8 +367,7 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
     def end_streams(self) -> None:
         for stream in tuple(self.streams):
             stream.end()
-        for answering in tuple(self.enqueue_streams):  # idle between requests: end them now
-            answering.end()
+        self.enqueue_streams.end_all()  # idle between requests: end them now
 
 
 MAX_WAIT_MS = 60_000  # one WaitJob call; clients wait longer by calling again

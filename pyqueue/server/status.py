@@ -97,16 +97,34 @@ class AnsweringStream:
             self.task.cancel()
 
 
+class AnsweringStreams(set[AnsweringStream]):
+    """The open streams of one kind. Once `end_all()` ran (the server stops), a stream that opens
+    after it, accepted just before the stop refused new calls, ends at once without reading: its
+    client sends the request again, elsewhere, instead of waiting on a server that is going."""
+
+    ending = False
+
+    def end_all(self) -> None:
+        self.ending = True
+        for stream in tuple(self):
+            stream.end()
+
+    def open_again(self) -> None:
+        """The server serves again (a node's public address reopened): streams stay open."""
+        self.ending = False
+
+
 async def answer_each(
     unary: Callable[[Any, Any], Awaitable[Any]],
     context: Context,
     refusal: Callable[[grpc.StatusCode, str], Any],
-    streams: set[AnsweringStream],
+    streams: AnsweringStreams,
 ) -> None:
     """Serve a stream of requests with a unary method, answering each in order; a refused
     request is answered with `refusal(code, message)` and the stream goes on."""
     in_band = _InBand(context)
     me = AnsweringStream()
+    me.ending = streams.ending
     streams.add(me)
     try:
         while not me.ending and (request := await context.read()) is not EOF:

@@ -266,6 +266,7 @@ async def _step_aside_while_cut_off(
                 public[0] = (await reopen())[0]
             except SystemExit:  # the port is not free yet: try again at the next look
                 continue
+            router.enqueue_streams.open_again()
             closed = False
             log.info("NATS answers again: the public address is open again")
 
