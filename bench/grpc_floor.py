@@ -6,6 +6,11 @@ the floor under any one-job-per-call figure.
 One sequential sync client (as a web request enqueues) against a server in another process:
 a unary call on the sync server and on grpc.aio with uvloop (pyqueue's server), then one message
 each way on a bidi stream kept open (what EnqueueStream does). Calls/s and CPU per call on both ends.
+
+Then the same over the native transport (pyqueue._native: HTTP/2 by h2 on tokio, the server its
+echo): a unary call and a kept-open stream with Rust on both ends (the wire's own floor), and the
+native client against grpc.aio's stream server (what the official client's single enqueues pay
+against today's server).
 """
 
 import json
@@ -25,6 +30,14 @@ SECONDS = 4.0
 
 
 def serve(kind: str, ports: "mp.Queue[int]") -> None:
+    if kind.startswith("native-") and kind != "native-client-stream-aio":
+        import threading
+
+        from pyqueue._native import serve_echo
+
+        ports.put(serve_echo("127.0.0.1:0"))
+        threading.Event().wait()
+        return
     if kind == "unary-sync":
         server = grpc.server(ThreadPoolExecutor(8))
         handler = grpc.unary_unary_rpc_method_handler(lambda request, context: b"ok")
@@ -58,11 +71,26 @@ def serve(kind: str, ports: "mp.Queue[int]") -> None:
 
 
 def measure(kind: str) -> dict[str, object]:
-    ports: mp.Queue[int] = mp.Queue()
-    server = mp.Process(target=serve, args=(kind, ports), daemon=True)
+    spawn = mp.get_context("spawn")  # a fork after grpc started in this process can hang the child
+    ports: mp.Queue[int] = spawn.Queue()
+    server = spawn.Process(target=serve, args=(kind, ports), daemon=True)
     server.start()
-    channel = grpc.insecure_channel(f"127.0.0.1:{ports.get(timeout=30)}")
-    if kind == "stream-aio":
+    address = f"127.0.0.1:{ports.get(timeout=30)}"
+    channel = grpc.insecure_channel(address)
+    if kind.startswith("native-"):
+        from pyqueue._native import WireChannel
+
+        wire = WireChannel(address, [], 1 << 20)
+        if kind == "native-unary":
+
+            def call() -> None:
+                wire.unary("/b.B/M", b"x", 10.0)
+        else:
+            stream = wire.open_stream("/b.B/M")
+
+            def call() -> None:
+                stream.exchange(b"x", 10.0)
+    elif kind == "stream-aio":
         out: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         answers = channel.stream_stream("/b.B/M")(iter(out.get, None))
 
@@ -97,7 +125,14 @@ def measure(kind: str) -> dict[str, object]:
 
 
 def main() -> None:
-    for kind in ("unary-sync", "unary-aio", "stream-aio"):
+    for kind in (
+        "unary-sync",
+        "unary-aio",
+        "stream-aio",
+        "native-unary",
+        "native-stream",
+        "native-client-stream-aio",
+    ):
         print(json.dumps(measure(kind)), flush=True)
 
 

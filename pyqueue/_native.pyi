@@ -14,6 +14,9 @@ __all__ = [
     "ReadyIndex",
     "Selection",
     "TimerSet",
+    "WireChannel",
+    "WireError",
+    "WireStream",
     "__version__",
     "decode_records",
     "encode_push",
@@ -21,6 +24,7 @@ __all__ = [
     "encode_refusals",
     "job_writes",
     "salvage_wal",
+    "serve_echo",
 ]
 
 __version__: str  # the native crate's version
@@ -165,3 +169,35 @@ def encode_push(views: list[Any], ack_result: bytes) -> bytes:
     """A push's bytes (native/src/push.rs): a TakeResponse whose JobBatch holds each JobView of
     `views` (plain jobs only: no unique key, no options, no result; pyqueue.server.convert sends
     the others) and `ack_result`, an AckResult already serialised (empty: none)."""
+
+# The native gRPC transport (native/src/wire/): plaintext HTTP/2 to one address, messages as
+# their protobuf bytes. Every call releases the GIL until its answer; a call that ends without
+# one raises WireError (pyqueue.client.native_wire maps it to pyqueue's errors).
+class WireError(Exception):
+    """args: (kind, code, message). kind: "status" (the server's grpc-status `code`, never 0),
+    "unsent" (no connection: the request never left), "broken" (the connection broke with the
+    request sent), "deadline" (no answer within the call's time), "ended" (the server ended the
+    stream cleanly before answering)."""
+
+@final
+class WireChannel:
+    """One HTTP/2 connection to `address` (host:port), dialled on the first call and again after
+    it breaks; `metadata` goes with every call; answers past `max_message` bytes are refused."""
+
+    def __new__(cls, address: str, metadata: list[tuple[str, str]], max_message: int) -> WireChannel: ...
+    def unary(self, path: str, message: bytes, timeout_s: float) -> bytes:
+        """One request on `path` ("/package.Service/Method"), its one answer."""
+    def open_stream(self, path: str) -> WireStream:
+        """A bidi stream kept open on `path`."""
+
+@final
+class WireStream:
+    """A kept-open bidi stream: one message out, the next answer back. Over after any error."""
+
+    def exchange(self, message: bytes, timeout_s: float) -> bytes: ...
+    def close(self) -> None:
+        """End the stream (the server sees it cancelled)."""
+
+def serve_echo(address: str) -> int:
+    """Serve a gRPC echo on `address` (every message on any path answered `ok`) from the
+    transport's runtime; the port. What bench/grpc_floor.py measures the wire alone against."""

@@ -104,3 +104,16 @@ def from_rpc_error(error: grpc.RpcError) -> PyQueueError:
 def from_code_name(name: str, message: str) -> PyQueueError:
     """For per-job refusals carried inside a stream message (Rejection.code)."""
     return _BY_NAME.get(name, PyQueueError)(message)
+
+
+_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def from_status(number: int, message: str) -> PyQueueError:
+    """For a status the native transport read off the wire (grpc-status, grpc-message)."""
+    code = _BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN)
+    exc = _BY_CODE.get(code, PyQueueError)(message or code.name)
+    exc.code = code
+    if isinstance(exc, Unavailable):
+        exc.unsent = any(text in message for text in _UNSENT)
+    return exc

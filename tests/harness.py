@@ -180,6 +180,8 @@ def wait_gone(client, job_id: int, timeout: float = 20) -> bool:  # type: ignore
             client.get_job(job_id)
         except pyqueue.NotFound:
             return True
+        except pyqueue.Unavailable:
+            pass  # the server is restarting: a read is not sent again by the client, so ask again
         time.sleep(0.05)
     return False
 

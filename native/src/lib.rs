@@ -15,6 +15,7 @@ pub mod refusals;
 pub mod timers;
 pub mod token;
 pub mod wal;
+pub mod wire;
 pub mod writes;
 
 #[cfg(feature = "python")]

@@ -1,5 +1,6 @@
 """`Client`: enqueue jobs, look them up, and take them as a worker."""
 
+import json
 import os
 import threading
 import time
@@ -10,13 +11,14 @@ from typing import Any, TypeVar, Unpack
 import grpc
 
 from pyqueue import defaults, tracing
-from pyqueue.client import calls, codec
+from pyqueue.client import calls, codec, native_wire
 from pyqueue.client.answers import JobError
 from pyqueue.client.batching import Batcher
 from pyqueue.client.enqueue_stream import StreamedEnqueues
 from pyqueue.client.failover import FAILOVER_S, Failover
 from pyqueue.client.history import History
 from pyqueue.client.job import Job
+from pyqueue.client.native_wire import NativeEnqueues
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
 from pyqueue.client.spec import JobOptions, new_job_message
@@ -49,11 +51,32 @@ def default_address() -> str:
 # A shard that is gone (UNAVAILABLE) or a queue that moved (FAILED_PRECONDITION from a shard).
 MOVED_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION)
 
+# Reads change nothing, so gRPC itself sends one again when it fails UNAVAILABLE: a channel that
+# sat idle while the server restarted (single enqueues go over the native transport, so the
+# grpcio channel may be idle for long) notices the dead connection only on its next call.
+_READS = "GetJob ListErrors ListJobs CountJobs ListQueues ListWorkers Metrics History ListCron GetTopology GetBatch ListBatches"
+_SERVICE_CONFIG = {
+    "methodConfig": [
+        {
+            "name": [{"service": "pyqueue.v1.Queue", "method": m} for m in _READS.split()],
+            "retryPolicy": {
+                "maxAttempts": 4,
+                "initialBackoff": "0.1s",
+                "maxBackoff": "1s",
+                "backoffMultiplier": 2,
+                "retryableStatusCodes": ["UNAVAILABLE"],
+            },
+        }
+    ]
+}
+
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 << 20),
     ("grpc.max_send_message_length", 64 << 20),
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.enable_retries", 1),
+    ("grpc.service_config", json.dumps(_SERVICE_CONFIG)),
 ]
 
 
@@ -114,7 +137,7 @@ class Client:
         # Concurrent single enqueues from many threads share calls (see client/batching.py), one
         # batcher per shard so that a combined call never spans shards.
         self._batchers: dict[int, Batcher] = {}
-        self._streams: dict[int, StreamedEnqueues] = {}
+        self._streams: dict[int, StreamedEnqueues | NativeEnqueues] = {}
         self._channels: list[grpc.Channel] = []
         self._routing = routing  # False: every call to `address`, a router that forwards it
         self._routes = Routes(self._stub, self._shard_stub)
@@ -163,12 +186,19 @@ class Client:
 
     def _send_streamed(self, shard: int, messages: list[pb.NewJob]) -> list[pb.Enqueued]:
         """Single enqueues go on a stream kept open per shard (see client/enqueue_stream.py)."""
-        stub = self._known_routes.stub(shard)
+        routes = self._known_routes
+        stub = routes.stub(shard)
         with self._lock:
             stream = self._streams.get(shard)
             if stream is None:
-                stream = self._streams[shard] = StreamedEnqueues(
-                    stub, lambda m: self._send_to(shard, m), self.timeout
+                address = (
+                    routes.topology.addresses[shard] if routes.sharded and routes.topology else self.address
+                )
+                unary = lambda m: self._send_to(shard, m)  # noqa: E731
+                stream = self._streams[shard] = (
+                    NativeEnqueues(address, self.security.metadata(), unary, self.timeout)
+                    if native_wire.usable(address, self.security.tls)
+                    else StreamedEnqueues(stub, unary, self.timeout)
                 )
         try:
             return stream.send(messages)

@@ -250,7 +250,11 @@ class DeliveryModel(RuleBasedStateMachine):
                 # An attempt the reaper already ended (its time limit passed) is over: the
                 # stream still holds it, but its abrupt end loses nothing more.
                 record = self.record(job.record.id)
-                if record is not None and record.status == Status.IN_FLIGHT and record.lease == job.record.lease:
+                if (
+                    record is not None
+                    and record.status == Status.IN_FLIGHT
+                    and record.lease == job.record.lease
+                ):
                     self.losses[job.record.id] += 1
         stream.send_done.set()
         self.on_loop(lambda: stream.consumer.close(clean=clean))

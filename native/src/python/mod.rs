@@ -6,6 +6,7 @@
 //! Python exceptions in one place: `closed_error`, `record_error` and `write_error`.
 
 mod records;
+mod wire;
 
 use records::{read_started, Fields};
 
@@ -400,6 +401,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ClaimToken>()?;
     m.add_class::<Coalescer>()?;
     records::register(m)?;
+    wire::register(m)?;
     m.add_function(wrap_pyfunction!(encode_push, m)?)?;
     m.add_function(wrap_pyfunction!(encode_refusals, m)?)?;
     m.add_function(wrap_pyfunction!(salvage_wal, m)?)?;

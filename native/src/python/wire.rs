@@ -1,0 +1,138 @@
+//! The native transport's edge: a channel and its kept-open streams, bytes in and bytes out,
+//! every call with the GIL released. A call that ends without an answer raises `WireError`
+//! with (kind, code, message); pyqueue/client/native_wire.py maps it to pyqueue's errors.
+
+use crate::wire::channel::{CallError, Channel as CoreChannel, Stream as CoreStream};
+use crate::wire::echo;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+create_exception!(
+    _native,
+    WireError,
+    PyException,
+    "A call on the native transport ended without an answer: args are (kind, code, message)."
+);
+
+fn call_error(err: CallError) -> PyErr {
+    let (kind, code, message) = match err {
+        CallError::Status(s) => ("status", s.code, s.message),
+        CallError::Unavailable {
+            message,
+            sent: false,
+        } => ("unsent", 14, message),
+        CallError::Unavailable {
+            message,
+            sent: true,
+        } => ("broken", 14, message),
+        CallError::DeadlineExceeded => (
+            "deadline",
+            4,
+            "no answer within the call's time".to_string(),
+        ),
+        CallError::EndedUnanswered => (
+            "ended",
+            0,
+            "the server ended the stream without an answer".to_string(),
+        ),
+    };
+    WireError::new_err((kind, code, message))
+}
+
+fn duration(timeout_s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(timeout_s).map_err(|_| {
+        PyValueError::new_err(format!("timeout {timeout_s} is not a number of seconds"))
+    })
+}
+
+/// One HTTP/2 connection to a gRPC server, dialled on the first call and again after it breaks.
+#[pyclass(module = "pyqueue._native", frozen)]
+struct WireChannel {
+    inner: Arc<CoreChannel>,
+}
+
+#[pymethods]
+impl WireChannel {
+    #[new]
+    #[pyo3(signature = (address, metadata, max_message))]
+    fn new(address: &str, metadata: Vec<(String, String)>, max_message: usize) -> PyResult<Self> {
+        let inner =
+            CoreChannel::new(address, &metadata, max_message).map_err(PyValueError::new_err)?;
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    fn unary<'py>(
+        &self,
+        py: Python<'py>,
+        path: &str,
+        message: &[u8],
+        timeout_s: f64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let timeout = duration(timeout_s)?;
+        let answer = py
+            .detach(|| self.inner.unary(path, message, timeout))
+            .map_err(call_error)?;
+        Ok(PyBytes::new(py, &answer))
+    }
+
+    fn open_stream(&self, py: Python<'_>, path: &str) -> PyResult<WireStream> {
+        let stream = py
+            .detach(|| self.inner.open_stream(path))
+            .map_err(call_error)?;
+        Ok(WireStream {
+            channel: self.inner.clone(),
+            stream: Mutex::new(stream),
+        })
+    }
+}
+
+/// A bidi stream kept open on a channel: one message out, its answer back. Over after an error.
+#[pyclass(module = "pyqueue._native", frozen)]
+struct WireStream {
+    channel: Arc<CoreChannel>,
+    stream: Mutex<CoreStream>,
+}
+
+#[pymethods]
+impl WireStream {
+    fn exchange<'py>(
+        &self,
+        py: Python<'py>,
+        message: &[u8],
+        timeout_s: f64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let timeout = duration(timeout_s)?;
+        let answer = py
+            .detach(|| {
+                let mut stream = self.stream.lock().expect("the stream lock");
+                stream.exchange(&self.channel, message, timeout)
+            })
+            .map_err(call_error)?;
+        Ok(PyBytes::new(py, &answer))
+    }
+
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.stream.lock().expect("the stream lock").close());
+    }
+}
+
+/// Serve the echo (every message answered `ok`) on `address`; the port. For the floor bench.
+#[pyfunction]
+fn serve_echo(py: Python<'_>, address: &str) -> PyResult<u16> {
+    py.detach(|| echo::serve(address))
+        .map_err(|e| PyOSError::new_err(e.to_string()))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<WireChannel>()?;
+    m.add_class::<WireStream>()?;
+    m.add_function(wrap_pyfunction!(serve_echo, m)?)?;
+    m.add("WireError", m.py().get_type::<WireError>())?;
+    Ok(())
+}
