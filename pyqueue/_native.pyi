@@ -40,14 +40,34 @@ class ReadyIndex:
     def insert(self, queue: str, priority: int, job_id: int) -> None: ...
     def insert_keyed(self, queue: str, priority: int, job_id: int, limit_key: str) -> None:
         """Insert a job that carries a limit key: it runs under the queue's per-key cap."""
+    def insert_fair(self, queue: str, priority: int, job_id: int, fair_key: str) -> None:
+        """Insert a job that carries a fair key: within its priority it waits for its key's turn
+        (the keys take turns in proportion to their weights; FIFO within a key)."""
+    def set_fair_weight(self, queue: str, fair_key: str, weight: int) -> None:
+        """A fair key's share of its queue's turns ("": the jobs without a key), 1 to 10,000;
+        it takes effect on the next claim."""
+    def fair_weights(self, queue: str) -> list[tuple[str, int]]:
+        """The weights set on the queue's fair keys (those at 1 are not listed), sorted by key."""
+    def fair_busiest(self, queue: str, limit: int) -> list[tuple[str, int, int]]:
+        """The queue's fair keys with the most jobs waiting, at most `limit`: (key, waiting, the
+        oldest waiting job's id)."""
+    def fair_key_count(self, queue: str) -> int:
+        """How many of the queue's fair keys have jobs waiting."""
     def insert_many(self, queue: str, keys: list[tuple[int, int]]) -> None:
         """Insert many (priority, id) keys into one queue (the start-up rebuild)."""
     def begin_loading(self, queues: list[str]) -> None:
         """Mark these lanes as loading from the store: each gives out nothing until `load`."""
-    def load(self, queue: str, keys: list[tuple[int, int]], keyed: list[tuple[int, int, str]] = ...) -> None:
+    def load(
+        self,
+        queue: str,
+        keys: list[tuple[int, int]],
+        keyed: list[tuple[int, int, str]] = ...,
+        fair: list[tuple[int, int, str]] = ...,
+    ) -> None:
         """Insert keys read from the store in (priority, id) order, with the jobs that carry a
-        limit key apart as (priority, id, limit key). While the lane is loading, its horizon moves
-        to the last key of either: claims give out nothing beyond it, across lanes too."""
+        limit key apart as (priority, id, limit key), and those with a fair key as (priority, id,
+        fair key). While the lane is loading, its horizon moves to the last key of any: claims
+        give out nothing beyond it, across lanes too."""
     def finish_loading(self, queue: str) -> None:
         """The store's range is read to its end: every key of the lane may be given out."""
     def loading(self) -> list[str]:

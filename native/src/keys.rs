@@ -88,16 +88,29 @@ pub fn type_key(job_type: &str, job_id: u64) -> Result<Vec<u8>, NameTooLong> {
     Ok(key)
 }
 
-/// The status entry's value: priority, timer and queue (then NUL and the limit key, if any),
-/// what the start-up rebuild needs without reading the record.
-pub fn status_value(priority: u16, timer_ms: i64, queue: &str, limit_key: &str) -> Vec<u8> {
-    let mut value = Vec::with_capacity(11 + queue.len() + limit_key.len());
+/// The job's keys as its status entry keeps them: its limit key (after a NUL) and its fair key
+/// (after a 0x01), each only when set; names never hold either byte.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobKeys<'a> {
+    pub limit_key: &'a str,
+    pub fair_key: &'a str,
+}
+
+/// The status entry's value: priority, timer and queue (then the job's keys, if any), what the
+/// start-up rebuild needs without reading the record.
+pub fn status_value(priority: u16, timer_ms: i64, queue: &str, job_keys: JobKeys<'_>) -> Vec<u8> {
+    let (limit_key, fair_key) = (job_keys.limit_key, job_keys.fair_key);
+    let mut value = Vec::with_capacity(12 + queue.len() + limit_key.len() + fair_key.len());
     value.extend_from_slice(&priority.to_be_bytes());
     value.extend_from_slice(&timer_ms.to_be_bytes());
     value.extend_from_slice(queue.as_bytes());
     if !limit_key.is_empty() {
         value.push(0);
         value.extend_from_slice(limit_key.as_bytes());
+    }
+    if !fair_key.is_empty() {
+        value.push(1);
+        value.extend_from_slice(fair_key.as_bytes());
     }
     value
 }
@@ -136,7 +149,7 @@ pub fn moves(
     job_id: u64,
     before: Indexed<'_>,
     after: Indexed<'_>,
-    limit_key: &str,
+    job_keys: JobKeys<'_>,
 ) -> Result<Moves, NameTooLong> {
     if before == after {
         return Ok(Moves::default());
@@ -151,7 +164,7 @@ pub fn moves(
         let old_key = status_key(before.status, job_id, before.queue, before.priority)?;
         (old_key != new_key).then_some(old_key)
     };
-    let value = status_value(after.priority, after.timer_ms, after.queue, limit_key);
+    let value = status_value(after.priority, after.timer_ms, after.queue, job_keys);
     let queue = if before.status != after.status || before.queue != after.queue {
         Some((
             queue_key(before.queue, before.status, job_id)?,
@@ -170,6 +183,13 @@ pub fn moves(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn limited(limit_key: &str) -> JobKeys<'_> {
+        JobKeys {
+            limit_key,
+            fair_key: "",
+        }
+    }
 
     fn at(status: u8, priority: u16, timer_ms: i64, queue: &str) -> Indexed<'_> {
         Indexed {
@@ -200,10 +220,25 @@ mod tests {
     }
 
     #[test]
-    fn a_status_value_carries_the_limit_key_after_a_nul() {
-        assert_eq!(status_value(1, 2, "q", ""), b"\0\x01\0\0\0\0\0\0\0\x02q");
+    fn a_status_value_carries_the_fair_key_after_a_0x01() {
+        let keys = JobKeys {
+            limit_key: "",
+            fair_key: "t-1",
+        };
         assert_eq!(
-            status_value(1, -1, "q", "acme"),
+            status_value(1, 2, "q", keys),
+            b"\0\x01\0\0\0\0\0\0\0\x02q\x01t-1"
+        );
+    }
+
+    #[test]
+    fn a_status_value_carries_the_limit_key_after_a_nul() {
+        assert_eq!(
+            status_value(1, 2, "q", JobKeys::default()),
+            b"\0\x01\0\0\0\0\0\0\0\x02q"
+        );
+        assert_eq!(
+            status_value(1, -1, "q", limited("acme")),
             b"\0\x01\xff\xff\xff\xff\xff\xff\xff\xffq\0acme"
         );
     }
@@ -220,18 +255,21 @@ mod tests {
     #[test]
     fn nothing_moves_when_nothing_the_entries_derive_from_changed() {
         let same = at(3, 5, 10, "q");
-        assert_eq!(moves(1, same, same, "").unwrap(), Moves::default());
+        assert_eq!(
+            moves(1, same, same, JobKeys::default()).unwrap(),
+            Moves::default()
+        );
     }
 
     #[test]
     fn a_new_timer_rewrites_the_status_value_in_place() {
-        let m = moves(1, at(3, 5, 10, "q"), at(3, 5, 20, "q"), "").unwrap();
+        let m = moves(1, at(3, 5, 10, "q"), at(3, 5, 20, "q"), JobKeys::default()).unwrap();
         assert_eq!(m.delete_status, None);
         assert_eq!(
             m.put_status,
             Some((
                 status_key(3, 1, "q", 5).unwrap(),
-                status_value(5, 20, "q", "")
+                status_value(5, 20, "q", JobKeys::default())
             ))
         );
         assert_eq!(m.queue, None);
@@ -239,13 +277,13 @@ mod tests {
 
     #[test]
     fn a_claim_moves_both_entries() {
-        let m = moves(9, at(READY, 5, 0, "q"), at(3, 5, 0, "q"), "k").unwrap();
+        let m = moves(9, at(READY, 5, 0, "q"), at(3, 5, 0, "q"), limited("k")).unwrap();
         assert_eq!(m.delete_status, Some(status_key(READY, 9, "q", 5).unwrap()));
         assert_eq!(
             m.put_status,
             Some((
                 status_key(3, 9, "q", 5).unwrap(),
-                status_value(5, 0, "q", "k")
+                status_value(5, 0, "q", limited("k"))
             ))
         );
         assert_eq!(
@@ -259,13 +297,19 @@ mod tests {
 
     #[test]
     fn a_new_priority_moves_only_a_ready_status_key() {
-        let ready = moves(9, at(READY, 5, 0, "q"), at(READY, 6, 0, "q"), "").unwrap();
+        let ready = moves(
+            9,
+            at(READY, 5, 0, "q"),
+            at(READY, 6, 0, "q"),
+            JobKeys::default(),
+        )
+        .unwrap();
         assert_eq!(
             ready.delete_status,
             Some(status_key(READY, 9, "q", 5).unwrap())
         );
         assert_eq!(ready.queue, None);
-        let scheduled = moves(9, at(1, 5, 7, "q"), at(1, 6, 7, "q"), "").unwrap();
+        let scheduled = moves(9, at(1, 5, 7, "q"), at(1, 6, 7, "q"), JobKeys::default()).unwrap();
         assert_eq!(scheduled.delete_status, None); // `S scheduled id` names no priority
         assert!(scheduled.put_status.is_some());
     }

@@ -4,6 +4,7 @@
 //! wrapper compiled only with the `python` feature, which maturin enables.
 
 pub mod coalescer;
+pub mod fair;
 pub mod keyed;
 pub mod keys;
 pub mod limits;

@@ -62,6 +62,7 @@ pub fn job(out: &mut Vec<u8>, job_id: u64, r: &Record<'_>, payload: &[u8]) {
         int(out, 19, r.started_ms);
     }
     bytes(out, 23, r.limit_key.as_bytes());
+    bytes(out, 32, r.fair_key.as_bytes());
 }
 
 /// `TakeResponse { jobs: JobBatch { jobs: <each of `jobs`>, ack_result: <ack_result> } }`, from

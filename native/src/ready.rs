@@ -11,6 +11,7 @@
 //! stops there (across lanes too) rather than break the order. Serving starts as soon as each
 //! lane's first keys are in, not when the whole backlog is.
 
+use crate::fair::Fair;
 use crate::keyed::Keyed;
 use crate::limits::Limit;
 use crossbeam_skiplist::set::Entry;
@@ -33,6 +34,9 @@ pub struct Lane {
     /// Jobs with a limit key, each key under its own cap (only locked once a lane has had one).
     keyed: Mutex<Keyed>,
     has_keyed: AtomicBool,
+    /// Jobs with a fair key, served by turns between keys (only locked once a lane has had one).
+    fair: Mutex<Fair>,
+    has_fair: AtomicBool,
 }
 
 /// What one lane offers a claimer next.
@@ -40,6 +44,8 @@ enum Next<'a> {
     Take(Entry<'a, ReadyKey>),
     /// The front of the keys allowed to run (taken under the lane's keyed lock).
     TakeKeyed(ReadyKey),
+    /// The next job of the fair key whose turn it is (taken under the lane's fair lock).
+    TakeFair(ReadyKey),
     /// Loading and nothing here up to the horizon: a key after it may be the most urgent.
     Wait(Option<ReadyKey>),
 }
@@ -57,7 +63,7 @@ impl Next<'_> {
     fn bound(&self) -> Option<ReadyKey> {
         match self {
             Next::Take(entry) => Some(*entry.value()),
-            Next::TakeKeyed(key) => Some(*key),
+            Next::TakeKeyed(key) | Next::TakeFair(key) => Some(*key),
             Next::Wait(horizon) => *horizon,
         }
     }
@@ -74,9 +80,58 @@ impl Lane {
         self.keyed.lock().unwrap().insert(key, limit_key);
     }
 
+    /// Insert a job that carries a fair key: it waits for its key's turn.
+    pub fn insert_fair(&self, key: ReadyKey, fair_key: &str) {
+        self.has_fair.store(true, Ordering::Release);
+        self.fair.lock().unwrap().insert(key, fair_key);
+    }
+
     pub fn remove(&self, key: &ReadyKey) -> bool {
         self.set.remove(key).is_some()
             || (self.has_keyed() && self.keyed.lock().unwrap().remove(key.1))
+            || (self.has_fair() && self.fair.lock().unwrap().remove(key.1))
+    }
+
+    fn has_fair(&self) -> bool {
+        self.has_fair.load(Ordering::Acquire)
+    }
+
+    fn fair_len(&self) -> usize {
+        if self.has_fair() {
+            self.fair.lock().unwrap().len()
+        } else {
+            0
+        }
+    }
+
+    /// A fair key's share of the lane's turns, in proportion to `weight` ("": the unkeyed jobs).
+    pub fn set_fair_weight(&self, fair_key: &str, weight: u32) {
+        self.fair.lock().unwrap().set_weight(fair_key, weight);
+    }
+
+    pub fn fair_weights(&self) -> Vec<(String, u32)> {
+        self.fair.lock().unwrap().weights()
+    }
+
+    /// The fair keys with the most jobs waiting: (key, waiting, oldest job id).
+    pub fn fair_busiest(&self, limit: usize) -> Vec<(String, usize, u64)> {
+        self.fair.lock().unwrap().busiest(limit)
+    }
+
+    /// How many fair keys have jobs waiting.
+    pub fn fair_keys(&self) -> usize {
+        if self.has_fair() {
+            self.fair.lock().unwrap().keys()
+        } else {
+            0
+        }
+    }
+
+    /// An unkeyed job was taken: in a lane with fair keys, the unkeyed jobs' turn moves on.
+    fn charge_plain(&self) {
+        if self.has_fair() {
+            self.fair.lock().unwrap().charge_plain();
+        }
     }
 
     fn has_keyed(&self) -> bool {
@@ -84,7 +139,7 @@ impl Lane {
     }
 
     pub fn len(&self) -> usize {
-        self.set.len() + self.keyed_len()
+        self.set.len() + self.keyed_len() + self.fair_len()
     }
 
     fn keyed_len(&self) -> usize {
@@ -96,7 +151,7 @@ impl Lane {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.set.is_empty() && self.keyed_len() == 0
+        self.set.is_empty() && self.keyed_len() == 0 && self.fair_len() == 0
     }
 
     /// At most `cap` jobs of any one limit key in flight (0: no cap).
@@ -134,6 +189,7 @@ impl Lane {
     pub fn clear(&self) {
         self.set.clear();
         self.keyed.lock().unwrap().clear();
+        self.fair.lock().unwrap().clear();
     }
 
     /// Start loading from the store: nothing is given out until `load` moves the horizon.
@@ -183,6 +239,11 @@ impl Lane {
             (None, Some(keyed)) => Some(Next::TakeKeyed(keyed)),
             (plain, _) => plain,
         };
+        let front = if self.has_fair() {
+            self.fair_turn(front)
+        } else {
+            front
+        };
         if !self.is_loading() {
             return front;
         }
@@ -191,6 +252,28 @@ impl Lane {
             Some(next) if next.bound() <= horizon => Some(next),
             _ => Some(Next::Wait(horizon)),
         }
+    }
+
+    /// Between the unkeyed jobs' front (`unkeyed`) and the fair keys', whose turn it is.
+    fn fair_turn<'a>(&self, unkeyed: Option<Next<'a>>) -> Option<Next<'a>> {
+        let fair = self.fair.lock().unwrap();
+        match (unkeyed, fair.peek()) {
+            (Some(plain), Some(keyed)) => {
+                let front = plain.bound().expect("a take has a key");
+                if fair.plain_offer(front) < keyed {
+                    Some(plain)
+                } else {
+                    Some(Next::TakeFair(keyed.key()))
+                }
+            }
+            (None, Some(keyed)) => Some(Next::TakeFair(keyed.key())),
+            (plain, None) => plain,
+        }
+    }
+
+    /// Take `key` from the fair jobs if it is still the next of them.
+    fn take_fair(&self, key: ReadyKey) -> bool {
+        self.fair.lock().unwrap().take(key)
     }
 
     fn keyed_front(&self) -> Option<ReadyKey> {
@@ -225,7 +308,10 @@ fn most_urgent<'a>(lanes: &'a [Arc<Lane>]) -> Option<(usize, Next<'a>)> {
 
 /// Whether a claim over `lanes` would give out a key now.
 pub fn has_claimable(lanes: &[Arc<Lane>]) -> bool {
-    matches!(most_urgent(lanes), Some((_, Next::Take(_))))
+    matches!(
+        most_urgent(lanes),
+        Some((_, Next::Take(_) | Next::TakeKeyed(_) | Next::TakeFair(_)))
+    )
 }
 
 /// Take up to `max` of the most urgent keys across `lanes`, in (priority, id) order.
@@ -242,6 +328,7 @@ pub fn claim(lanes: &[Arc<Lane>], max: usize) -> Vec<(usize, ReadyKey)> {
                 }
                 // Losing the race means another claimer took this key: look again.
                 if entry.remove() {
+                    lanes[i].charge_plain();
                     claimed.push((i, *entry.value()));
                 } else {
                     lanes[i].limit.refund();
@@ -252,6 +339,17 @@ pub fn claim(lanes: &[Arc<Lane>], max: usize) -> Vec<(usize, ReadyKey)> {
                     continue;
                 }
                 if lanes[i].take_keyed(key) {
+                    lanes[i].charge_plain();
+                    claimed.push((i, key));
+                } else {
+                    lanes[i].limit.refund();
+                }
+            }
+            Some((i, Next::TakeFair(key))) => {
+                if !lanes[i].limit.try_take() {
+                    continue;
+                }
+                if lanes[i].take_fair(key) {
                     claimed.push((i, key));
                 } else {
                     lanes[i].limit.refund();
@@ -483,6 +581,40 @@ mod tests {
         assert_eq!(ids(&claim(&lanes, 10)), vec![1]);
         lane.finish_loading();
         assert_eq!(ids(&claim(&lanes, 10)), vec![9]);
+    }
+
+    #[test]
+    fn fair_keys_take_turns_with_the_unkeyed_jobs_as_one_more_key() {
+        let index = ReadyIndex::new();
+        let lane = index.lane("q");
+        for id in 1..=3 {
+            lane.insert_fair((0, id), "big");
+        }
+        lane.insert((0, 4));
+        lane.insert((0, 5));
+        lane.insert_fair((0, 6), "small");
+        lane.insert_fair((1, 7), "small"); // a lower priority waits for every priority-0 job
+        assert_eq!(lane.len(), 7);
+        assert_eq!(lane.fair_keys(), 2);
+        let lanes = [lane.clone()];
+        assert!(has_claimable(&lanes));
+        assert_eq!(ids(&claim(&lanes, 10)), vec![1, 4, 6, 2, 5, 3, 7]);
+        assert!(lane.is_empty() && lane.fair_keys() == 0);
+    }
+
+    #[test]
+    fn a_fair_lane_keeps_its_limit_and_its_removals() {
+        let index = ReadyIndex::new();
+        let lane = index.lane("q");
+        lane.limit.set(1, 0.0, 0.0, 0);
+        lane.insert_fair((0, 1), "a");
+        lane.insert_fair((0, 2), "b");
+        lane.insert_fair((0, 3), "b");
+        assert!(index.remove("q", &(0, 2)));
+        let lanes = [lane.clone()];
+        assert_eq!(ids(&claim(&lanes, 10)), vec![1]);
+        lane.limit.finished(1);
+        assert_eq!(ids(&claim(&lanes, 10)), vec![3]);
     }
 
     #[test]

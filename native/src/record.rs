@@ -33,6 +33,7 @@ pub struct Record<'a> {
     pub options: &'a [u8],
     pub started_ms: i64,
     pub limit_key: &'a str,
+    pub fair_key: &'a str,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -73,12 +74,17 @@ impl<'a> Record<'a> {
     /// The encoded length, to allocate once.
     pub fn encoded_len(&self) -> usize {
         let texts: usize = self.texts().iter().map(|t| 2 + t.len()).sum();
-        let limit = if self.limit_key.is_empty() {
+        let limit = if self.limit_key.is_empty() && self.fair_key.is_empty() {
             0
         } else {
             2 + self.limit_key.len()
         };
-        HEAD + texts + 4 + self.options.len() + 8 + limit
+        let fair = if self.fair_key.is_empty() {
+            0
+        } else {
+            2 + self.fair_key.len()
+        };
+        HEAD + texts + 4 + self.options.len() + 8 + limit + fair
     }
 
     fn texts(&self) -> [&'a str; 4] {
@@ -118,8 +124,12 @@ impl<'a> Record<'a> {
         out.extend_from_slice(&options.to_be_bytes());
         out.extend_from_slice(self.options);
         out.extend_from_slice(&self.started_ms.to_be_bytes());
-        if !self.limit_key.is_empty() {
+        // Trailing fields are written only when set, each with those before it (empty or not).
+        if !self.limit_key.is_empty() || !self.fair_key.is_empty() {
             put_u16_str(out, self.limit_key, "limit key")?;
+        }
+        if !self.fair_key.is_empty() {
+            put_u16_str(out, self.fair_key, "fair key")?;
         }
         Ok(())
     }
@@ -130,7 +140,7 @@ impl<'a> Record<'a> {
         Ok(out)
     }
 
-    /// Decode a record. Records written before a trailing field (started_ms, limit_key) end
+    /// Decode a record. Records written before a trailing field (started_ms, limit_key, fair_key) end
     /// before it, and decode with 0 or "".
     pub fn decode(raw: &'a [u8]) -> Result<Record<'a>, RecordError> {
         let mut r = Reader { raw, at: 0 };
@@ -164,6 +174,9 @@ impl<'a> Record<'a> {
         }
         if r.left() > 0 {
             record.limit_key = r.u16_str("limit key")?;
+        }
+        if r.left() > 0 {
+            record.fair_key = r.u16_str("fair key")?;
         }
         Ok(record)
     }
@@ -252,7 +265,26 @@ mod tests {
             options: br#"{"x":1}"#,
             started_ms: 1_700_000_000_003,
             limit_key: "cust-9",
+            fair_key: "",
         }
+    }
+
+    #[test]
+    fn a_fair_key_follows_the_limit_key_even_when_that_is_empty() {
+        let record = Record {
+            fair_key: "tenant-4",
+            queue: "q",
+            ..Record::default()
+        };
+        let raw = record.encode().unwrap();
+        assert_eq!(raw.len(), record.encoded_len());
+        assert!(raw.ends_with(b"\x00\x00\x00\x08tenant-4"));
+        assert_eq!(Record::decode(&raw).unwrap(), record);
+        let both = Record {
+            limit_key: "l",
+            ..record
+        };
+        assert_eq!(Record::decode(&both.encode().unwrap()).unwrap(), both);
     }
 
     #[test]

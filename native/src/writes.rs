@@ -5,7 +5,7 @@
 //! final state and what its stored entries derive from, so a job changed twice in one request
 //! is encoded once, and the boundary is crossed once per request, not once per job.
 
-use crate::keys::{self, Indexed, NameTooLong};
+use crate::keys::{self, Indexed, JobKeys, NameTooLong};
 use crate::record::{Record, RecordError};
 use std::fmt;
 
@@ -51,6 +51,13 @@ pub struct JobWrites {
     pub deletes: Vec<Vec<u8>>,
 }
 
+fn job_keys<'a>(record: &Record<'a>) -> JobKeys<'a> {
+    JobKeys {
+        limit_key: record.limit_key,
+        fair_key: record.fair_key,
+    }
+}
+
 fn indexed<'a>(record: &Record<'a>) -> Indexed<'a> {
     Indexed {
         status: record.status,
@@ -70,7 +77,7 @@ impl JobWrites {
         let queue = keys::queue_key(at.queue, at.status, job_id)?;
         let job_type = keys::type_key(record.job_type, job_id)?;
         self.data.push((keys::job_key(job_id), value));
-        let status_value = keys::status_value(at.priority, at.timer_ms, at.queue, record.limit_key);
+        let status_value = keys::status_value(at.priority, at.timer_ms, at.queue, job_keys(record));
         self.index.push((status, status_value));
         self.index.push((queue, Vec::new()));
         self.index.push((job_type, Vec::new()));
@@ -86,7 +93,7 @@ impl JobWrites {
         before: Indexed<'_>,
     ) -> Result<(), WriteError> {
         let value = record.encode()?;
-        let moves = keys::moves(job_id, before, indexed(record), record.limit_key)?;
+        let moves = keys::moves(job_id, before, indexed(record), job_keys(record))?;
         self.data.push((keys::job_key(job_id), value));
         self.deletes.extend(moves.delete_status);
         if let Some(put) = moves.put_status {
@@ -121,6 +128,7 @@ impl JobWrites {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::JobKeys;
     use crate::keys::READY;
 
     const IN_FLIGHT: u8 = 3;
@@ -151,7 +159,7 @@ mod tests {
             vec![
                 (
                     keys::status_key(READY, 7, "mail", 3).unwrap(),
-                    keys::status_value(3, 0, "mail", "")
+                    keys::status_value(3, 0, "mail", JobKeys::default())
                 ),
                 (keys::queue_key("mail", READY, 7).unwrap(), vec![]),
                 (keys::type_key("send", 7).unwrap(), vec![]),
@@ -187,7 +195,7 @@ mod tests {
             vec![
                 (
                     keys::status_key(IN_FLIGHT, 7, "mail", 3).unwrap(),
-                    keys::status_value(3, 90, "mail", "")
+                    keys::status_value(3, 90, "mail", JobKeys::default())
                 ),
                 (keys::queue_key("mail", IN_FLIGHT, 7).unwrap(), vec![]),
             ]

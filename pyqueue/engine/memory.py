@@ -50,7 +50,9 @@ class Memory:
     def became_ready(self, records: Iterable[JobRecord]) -> None:
         queues = set()
         for record in records:
-            if record.limit_key:
+            if record.fair_key:
+                self.ready.insert_fair(record.queue, record.priority, record.id, record.fair_key)
+            elif record.limit_key:
                 self.ready.insert_keyed(record.queue, record.priority, record.id, record.limit_key)
             else:
                 self.ready.insert(record.queue, record.priority, record.id)

@@ -29,7 +29,7 @@ from pyqueue.engine.memory import Memory
 from pyqueue.engine.recovery import CHUNK, paused_queues
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
-from pyqueue.store.records import STATUS_VALUE_HEAD, Status, decode_status_value, limit_key_of
+from pyqueue.store.records import Status, decode_status_value, fair_key_of, has_job_keys, limit_key_of
 
 HEAD = 1_000  # keys per queue loaded before delivery opens: enough for a first claim or two
 
@@ -88,56 +88,66 @@ def load_heads(store: Store, memory: Memory) -> list[str]:
     for queue in queues:
         scan = store.scan(Family.INDEX, keys.ready_prefix(queue), keys.after_ready_queue(queue))
         entries = list(islice(scan, HEAD))
-        head, keyed = _split_keyed(entries)
-        memory.ready.load(queue, head, keyed)
+        lane = _LaneKeys()
+        for key, value in entries:
+            lane.add(key, value)
+        memory.ready.load(queue, lane.plain, lane.keyed, lane.fair)
         if len(entries) < HEAD:
             memory.ready.finish_loading(queue)
     return queues
 
 
-def _split_keyed(
-    entries: list[tuple[bytes, bytes]],
-) -> tuple[list[tuple[int, int]], list[tuple[int, int, str]]]:
-    """Ready entries as lane keys: plain (priority, id), and (priority, id, limit key) apart."""
-    plain, keyed = [], []
-    for key, value in entries:
+class _LaneKeys:
+    """Ready entries as lane keys: plain (priority, id), and apart (priority, id, limit key) and
+    (priority, id, fair key)."""
+
+    def __init__(self) -> None:
+        self.plain: list[tuple[int, int]] = []
+        self.keyed: list[tuple[int, int, str]] = []
+        self.fair: list[tuple[int, int, str]] = []
+
+    def add(self, key: bytes, value: bytes) -> None:
         _, priority, job_id = keys.split_ready_key(key)
-        if value.find(b"\x00", STATUS_VALUE_HEAD) >= 0:  # only a job with a limit key has one
-            keyed.append((priority, job_id, limit_key_of(value)))
+        if not has_job_keys(value):
+            self.plain.append((priority, job_id))
+        elif fair_key := fair_key_of(value):
+            self.fair.append((priority, job_id, fair_key))
         else:
-            plain.append((priority, job_id))
-    return plain, keyed
+            self.keyed.append((priority, job_id, limit_key_of(value)))
+
+    def __len__(self) -> int:
+        return len(self.plain) + len(self.keyed) + len(self.fair)
+
+    def clear(self) -> None:
+        self.plain.clear()
+        self.keyed.clear()
+        self.fair.clear()
 
 
 def load_ready(memory: Memory, entries: Entries, announce: Announce) -> int:
     """Step 2: load every lane to its end from the snapshot; returns how many ready jobs it held."""
     total = 0
     queue: str | None = None
-    pending: list[tuple[int, int]] = []
-    keyed: list[tuple[int, int, str]] = []
+    pending = _LaneKeys()
 
     def flush(finished: bool) -> None:
         assert queue is not None
-        memory.ready.load(queue, pending, keyed)
-        memory.counts.apply(Counter({(queue, Status.READY): len(pending) + len(keyed)}))
+        memory.ready.load(queue, pending.plain, pending.keyed, pending.fair)
+        memory.counts.apply(Counter({(queue, Status.READY): len(pending)}))
         if finished:
             memory.ready.finish_loading(queue)
         announce(queue)
         pending.clear()
-        keyed.clear()
 
     for key, value in entries:
-        name, priority, job_id = keys.split_ready_key(key)
+        name, _, _ = keys.split_ready_key(key)
         if name != queue:
             if queue is not None:
                 flush(finished=True)
             queue = name
-        if value.find(b"\x00", STATUS_VALUE_HEAD) >= 0:
-            keyed.append((priority, job_id, limit_key_of(value)))
-        else:
-            pending.append((priority, job_id))
+        pending.add(key, value)
         total += 1
-        if len(pending) + len(keyed) >= CHUNK:
+        if len(pending) >= CHUNK:
             flush(finished=False)
     if queue is not None:
         flush(finished=True)

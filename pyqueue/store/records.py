@@ -9,7 +9,9 @@ key so a status change never rewrites it. Layout, version 1, big-endian:
     then four length-prefixed (u16) strings: queue, type, content_type, unique_key,
     then a length-prefixed (u32) blob of rarely used options (JSON) for later versions' fields,
     then started_ms i64 (when the attempt in flight began; 0: delivered, not started),
-    then a length-prefixed (u16) limit_key (the key its per-key concurrency cap counts under).
+    then a length-prefixed (u16) limit_key (the key its per-key concurrency cap counts under),
+    then a length-prefixed (u16) fair_key (the key whose turn it waits for; limit_key is written,
+    empty or not, whenever fair_key is).
     Records written before a trailing field end before it: they decode with 0 or "".
 """
 
@@ -22,7 +24,7 @@ from pyqueue._native import decode_records, encode_record
 from pyqueue.store import keys
 
 _STATUS_VALUE = struct.Struct(">Hq")
-STATUS_VALUE_HEAD = _STATUS_VALUE.size  # then the queue, then NUL and the limit key if any
+STATUS_VALUE_HEAD = _STATUS_VALUE.size  # then the queue, then NUL and the limit key, 0x01 and the fair key
 
 
 class Status(enum.IntEnum):
@@ -78,6 +80,7 @@ class JobRecord:
     options: bytes = b""
     started_ms: int = 0  # in flight: when its worker began this attempt (0: prefetched, not begun)
     limit_key: str = ""  # its queue's per-key cap counts it under this key (a customer id, say)
+    fair_key: str = ""  # within its priority it waits for this key's turn (fair share)
 
     def clone(self) -> "JobRecord":
         """A snapshot (much cheaper than copy.copy on a slotted dataclass)."""
@@ -102,6 +105,7 @@ class JobRecord:
             self.options,
             self.started_ms,
             self.limit_key,
+            self.fair_key,
         )
 
     def encode(self) -> bytes:
@@ -138,17 +142,40 @@ class JobRecord:
         """The status index entry's value: enough to rebuild the in-memory sets without a read."""
         timer = self.run_at_ms if self.status == SCHEDULED else self.expires_ms
         value = _STATUS_VALUE.pack(self.priority, timer) + self.queue.encode()
-        return value + b"\x00" + self.limit_key.encode() if self.limit_key else value
+        if self.limit_key:
+            value += b"\x00" + self.limit_key.encode()
+        if self.fair_key:
+            value += b"\x01" + self.fair_key.encode()
+        return value
 
 
 def decode_status_value(raw: bytes) -> tuple[int, int, str]:
     """(priority, timer_ms, queue) from a status index value."""
     priority, run_at = _STATUS_VALUE.unpack_from(raw, 0)
-    queue, _, _ = raw[_STATUS_VALUE.size :].partition(b"\x00")  # queue names hold no NUL
-    return priority, run_at, queue.decode()
+    rest = raw[_STATUS_VALUE.size :]
+    end = _keys_start(rest)
+    return priority, run_at, rest[:end].decode()
+
+
+def _keys_start(rest: bytes) -> int:
+    """Where the job's keys begin after the queue's name (names hold neither NUL nor 0x01)."""
+    ends = [at for at in (rest.find(b"\x00"), rest.find(b"\x01")) if at >= 0]
+    return min(ends) if ends else len(rest)
+
+
+def has_job_keys(raw: bytes) -> bool:
+    """Whether a status index value carries a limit key or a fair key."""
+    return raw.find(b"\x00", STATUS_VALUE_HEAD) >= 0 or raw.find(b"\x01", STATUS_VALUE_HEAD) >= 0
 
 
 def limit_key_of(raw: bytes) -> str:
     """The limit key in a status index value ("": the job has none)."""
-    _, _, limit_key = raw[_STATUS_VALUE.size :].partition(b"\x00")
+    _, _, rest = raw[_STATUS_VALUE.size :].partition(b"\x00")
+    limit_key, _, _ = rest.partition(b"\x01")
     return limit_key.decode()
+
+
+def fair_key_of(raw: bytes) -> str:
+    """The fair key in a status index value ("": the job has none)."""
+    _, _, fair_key = raw[_STATUS_VALUE.size :].partition(b"\x01")
+    return fair_key.decode()

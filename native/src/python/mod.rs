@@ -74,6 +74,34 @@ impl ReadyIndex {
             .insert_keyed((priority, job_id), limit_key);
     }
 
+    /// Insert a job that carries a fair key: it waits for its key's turn.
+    fn insert_fair(&self, queue: &str, priority: u16, job_id: u64, fair_key: &str) {
+        self.inner
+            .lane(queue)
+            .insert_fair((priority, job_id), fair_key);
+    }
+
+    /// A fair key's share of its queue's turns ("": the jobs without a key), 1 to 10,000.
+    fn set_fair_weight(&self, queue: &str, fair_key: &str, weight: u32) {
+        self.inner.lane(queue).set_fair_weight(fair_key, weight);
+    }
+
+    /// The weights set on the queue's fair keys (those at 1 are not listed), sorted by key.
+    fn fair_weights(&self, queue: &str) -> Vec<(String, u32)> {
+        self.inner.lane(queue).fair_weights()
+    }
+
+    /// The queue's fair keys with the most jobs waiting, at most `limit`: (key, waiting,
+    /// the oldest waiting job's id).
+    fn fair_busiest(&self, queue: &str, limit: usize) -> Vec<(String, usize, u64)> {
+        self.inner.lane(queue).fair_busiest(limit)
+    }
+
+    /// How many of the queue's fair keys have jobs waiting.
+    fn fair_key_count(&self, queue: &str) -> usize {
+        self.inner.lane(queue).fair_keys()
+    }
+
     /// Insert many (priority, id) keys into one queue: the start-up rebuild path.
     fn insert_many(&self, queue: &str, keys: Vec<(u16, u64)>) {
         let lane = self.inner.lane(queue);
@@ -89,14 +117,24 @@ impl ReadyIndex {
         }
     }
 
-    /// Keys read from the store in (priority, id) order, the jobs with a limit key apart; the
-    /// lane's horizon moves to the last of either.
-    #[pyo3(signature = (queue, keys, keyed=Vec::new()))]
-    fn load(&self, queue: &str, keys: Vec<(u16, u64)>, keyed: Vec<(u16, u64, String)>) {
+    /// Keys read from the store in (priority, id) order, the jobs with a limit key and those
+    /// with a fair key apart; the lane's horizon moves to the last of any.
+    #[pyo3(signature = (queue, keys, keyed=Vec::new(), fair=Vec::new()))]
+    fn load(
+        &self,
+        queue: &str,
+        keys: Vec<(u16, u64)>,
+        keyed: Vec<(u16, u64, String)>,
+        fair: Vec<(u16, u64, String)>,
+    ) {
         let lane = self.inner.lane(queue);
         let mut last = None;
         for (priority, job_id, limit_key) in keyed {
             lane.insert_keyed((priority, job_id), &limit_key);
+            last = last.max(Some((priority, job_id)));
+        }
+        for (priority, job_id, fair_key) in fair {
+            lane.insert_fair((priority, job_id), &fair_key);
             last = last.max(Some((priority, job_id)));
         }
         lane.load(keys);

@@ -19,6 +19,7 @@ pub(super) struct Fields<'py> {
     content_type: Bound<'py, PyString>,
     unique_key: Bound<'py, PyString>,
     limit_key: Bound<'py, PyString>,
+    fair_key: Bound<'py, PyString>,
     options: Bound<'py, PyBytes>,
     numbers: [i64; 12],
 }
@@ -38,6 +39,7 @@ impl<'py> Fields<'py> {
             content_type: text(intern!(py, "content_type"))?,
             unique_key: text(intern!(py, "unique_key"))?,
             limit_key: text(intern!(py, "limit_key"))?,
+            fair_key: text(intern!(py, "fair_key"))?,
             options: record
                 .getattr(intern!(py, "options"))?
                 .cast_into::<PyBytes>()?,
@@ -83,6 +85,7 @@ impl<'py> Fields<'py> {
             options: self.options.as_bytes(),
             started_ms,
             limit_key: self.limit_key.to_str()?,
+            fair_key: self.fair_key.to_str()?,
         })
     }
 }
@@ -185,7 +188,7 @@ fn job_writes<'py>(py: Python<'py>, changes: &Bound<'py, PyList>) -> PyResult<Bo
 /// A record as the JobRecord constructor's arguments, in its field order: (job_id, status,
 /// queue, type, priority, created_ms, updated_ms, attempts, max_retries, lost, errors, lease,
 /// timeout_ms, run_at_ms, expires_ms, content_type, unique_key, options, started_ms,
-/// limit_key). `statuses[code]` is what a status code becomes (None: unknown). The tuple stays
+/// limit_key, fair_key). `statuses[code]` is what a status code becomes (None: unknown). The tuple stays
 /// on this side: `decode_records` hands it to the constructor.
 fn decode_record<'py>(
     job_id: &Bound<'py, PyAny>,
@@ -199,7 +202,7 @@ fn decode_record<'py>(
         .ok()
         .filter(|s| !s.is_none())
         .ok_or_else(|| PyValueError::new_err(format!("unknown status code {}", r.status)))?;
-    let items: [Bound<'py, PyAny>; 20] = [
+    let items: [Bound<'py, PyAny>; 21] = [
         job_id.clone(),
         status,
         PyString::new(py, r.queue).into_any(),
@@ -220,6 +223,7 @@ fn decode_record<'py>(
         PyBytes::new(py, r.options).into_any(),
         r.started_ms.into_bound_py_any(py)?,
         PyString::new(py, r.limit_key).into_any(),
+        PyString::new(py, r.fair_key).into_any(),
     ];
     PyTuple::new(py, items)
 }

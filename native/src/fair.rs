@@ -1,0 +1,347 @@
+//! Fair share by key: within a queue and a priority, the next job comes from the fair keys (a
+//! tenant, say) in turn, in proportion to their weights, FIFO within a key.
+//!
+//! Stride scheduling: every key has a *pass*, and a claim serves the key with the lowest pass at
+//! the most urgent priority, then moves that key's pass on by its stride (`STRIDE_UNIT / weight`).
+//! Over many claims a key with weight 2 is served twice as often as one with weight 1. A key that
+//! had nothing waiting joins at the current virtual time (the pass last served), so an idle key
+//! neither loses its turn nor banks turns while idle.
+//!
+//! `heads` holds each key's front job, ordered by (priority, pass, id): a claim looks at its first
+//! entry, O(log k) in the keys with jobs waiting, and nothing else. A key's state is dropped when
+//! its last job goes, so memory follows the keys that have work. Jobs without a fair key are not
+//! here (they stay in the lane's skip list); the lane treats them as one more key, the unkeyed
+//! one, whose pass this struct keeps too (`plain_pass`).
+
+use crate::order::ReadyKey;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// The stride of weight 1. Divisible by every weight up to 16 and by most small ones beyond,
+/// so common ratios are exact.
+const STRIDE_UNIT: u64 = 720_720 << 16;
+
+/// The highest weight a key may have (the API refuses more).
+pub const MAX_WEIGHT: u32 = 10_000;
+
+fn stride(weight: u32) -> u64 {
+    STRIDE_UNIT / u64::from(weight.clamp(1, MAX_WEIGHT))
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    ready: BTreeSet<ReadyKey>,
+    pass: u64,
+}
+
+/// A seated key: its front job's priority, its pass, its front job's id.
+type Head = (u16, u64, u64, Arc<str>);
+
+#[derive(Debug, Default)]
+pub struct Fair {
+    groups: HashMap<Arc<str>, Group>,
+    heads: BTreeSet<Head>,
+    /// A ready job's key and priority: removal arrives with the id alone.
+    owners: HashMap<u64, (Arc<str>, u16)>,
+    /// Weights set for this queue's keys (absent: 1); "" is the unkeyed jobs' weight.
+    weights: HashMap<Arc<str>, u32>,
+    /// The pass of the key served last.
+    vtime: u64,
+    plain_pass: u64,
+    len: usize,
+}
+
+/// What a fair lane offers next: the front job and the pass it is served at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Offer {
+    pub priority: u16,
+    pub pass: u64,
+    pub id: u64,
+}
+
+impl Offer {
+    pub fn key(&self) -> ReadyKey {
+        (self.priority, self.id)
+    }
+}
+
+impl Fair {
+    fn weight(&self, key: &str) -> u32 {
+        self.weights.get(key).copied().unwrap_or(1)
+    }
+
+    fn head_of(key: &Arc<str>, group: &Group) -> Option<Head> {
+        let (priority, id) = *group.ready.first()?;
+        Some((priority, group.pass, id, key.clone()))
+    }
+
+    pub fn insert(&mut self, job: ReadyKey, key: &str) {
+        if let Some((owner, priority)) = self.owners.get(&job.1) {
+            if *priority == job.0 && &**owner == key {
+                return; // the same hint again
+            }
+            self.remove(job.1); // moved to another priority or key
+        }
+        let key: Arc<str> = match self.groups.get_key_value(key) {
+            Some((known, _)) => known.clone(),
+            None => Arc::from(key),
+        };
+        let vtime = self.vtime;
+        let group = self.groups.entry(key.clone()).or_insert_with(|| Group {
+            ready: BTreeSet::new(),
+            pass: vtime,
+        });
+        let old = Self::head_of(&key, group);
+        group.ready.insert(job);
+        let new = Self::head_of(&key, group);
+        if old != new {
+            if let Some(old) = old {
+                self.heads.remove(&old);
+            }
+            self.heads.extend(new);
+        }
+        self.owners.insert(job.1, (key, job.0));
+        self.len += 1;
+    }
+
+    /// Remove a ready job (deleted, moved): false if it is not ready here.
+    pub fn remove(&mut self, job_id: u64) -> bool {
+        let Some((key, priority)) = self.owners.remove(&job_id) else {
+            return false;
+        };
+        self.take_from(&key, (priority, job_id));
+        true
+    }
+
+    fn take_from(&mut self, key: &Arc<str>, job: ReadyKey) {
+        let group = self.groups.get_mut(key).expect("an owned job has a group");
+        let old = Self::head_of(key, group);
+        group.ready.remove(&job);
+        let new = Self::head_of(key, group);
+        if old != new {
+            if let Some(old) = old {
+                self.heads.remove(&old);
+            }
+            self.heads.extend(new);
+        }
+        if group.ready.is_empty() {
+            self.groups.remove(key);
+        }
+        self.len -= 1;
+    }
+
+    /// The job a claim takes next among the keyed jobs, with its pass.
+    pub fn peek(&self) -> Option<Offer> {
+        self.heads.first().map(|(priority, pass, id, _)| Offer {
+            priority: *priority,
+            pass: *pass,
+            id: *id,
+        })
+    }
+
+    /// The unkeyed jobs' offer for a front job `front`: the pass they are served at.
+    pub fn plain_offer(&self, front: ReadyKey) -> Offer {
+        Offer {
+            priority: front.0,
+            pass: self.plain_pass.max(self.vtime),
+            id: front.1,
+        }
+    }
+
+    /// Take `expected` if it is still the keyed jobs' next; its key's pass moves on.
+    pub fn take(&mut self, expected: ReadyKey) -> bool {
+        let Some((priority, pass, id, key)) = self.heads.first().cloned() else {
+            return false;
+        };
+        if (priority, id) != expected {
+            return false;
+        }
+        self.owners.remove(&id);
+        self.take_from(&key, expected);
+        self.vtime = self.vtime.max(pass);
+        let next = pass + stride(self.weight(&key));
+        if let Some(group) = self.groups.get_mut(&key) {
+            let old = Self::head_of(&key, group);
+            group.pass = next;
+            if let Some(old) = old {
+                self.heads.remove(&old);
+            }
+            self.heads.extend(Self::head_of(&key, group));
+        }
+        true
+    }
+
+    /// An unkeyed job was taken: the unkeyed key's pass moves on.
+    pub fn charge_plain(&mut self) {
+        let pass = self.plain_pass.max(self.vtime);
+        self.vtime = pass;
+        self.plain_pass = pass + stride(self.weight(""));
+    }
+
+    /// A key's share is in proportion to its weight (1 ..= MAX_WEIGHT; 1 forgets the setting).
+    pub fn set_weight(&mut self, key: &str, weight: u32) {
+        let weight = weight.clamp(1, MAX_WEIGHT);
+        if weight == 1 {
+            self.weights.remove(key);
+        } else {
+            self.weights.insert(Arc::from(key), weight);
+        }
+    }
+
+    pub fn weights(&self) -> Vec<(String, u32)> {
+        let mut all: Vec<_> = self
+            .weights
+            .iter()
+            .map(|(k, w)| (k.to_string(), *w))
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// The keys with the most jobs waiting, at most `limit`: (key, waiting, oldest job id).
+    pub fn busiest(&self, limit: usize) -> Vec<(String, usize, u64)> {
+        let mut all: Vec<_> = self
+            .groups
+            .iter()
+            .map(|(key, group)| {
+                let oldest = group.ready.iter().map(|(_, id)| *id).min().unwrap_or(0);
+                (key.to_string(), group.ready.len(), oldest)
+            })
+            .collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all.truncate(limit);
+        all
+    }
+
+    /// How many keys have jobs waiting.
+    pub fn keys(&self) -> usize {
+        self.groups.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Drop every ready job; weights stay (they are settings, not state).
+    pub fn clear(&mut self) {
+        self.groups.clear();
+        self.heads.clear();
+        self.owners.clear();
+        self.len = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(fair: &mut Fair) -> Vec<u64> {
+        let mut out = Vec::new();
+        while let Some(offer) = fair.peek() {
+            assert!(fair.take(offer.key()));
+            out.push(offer.id);
+        }
+        out
+    }
+
+    #[test]
+    fn keys_take_turns_and_each_key_is_fifo() {
+        let mut fair = Fair::default();
+        for id in 1..=4 {
+            fair.insert((0, id), "a"); // a's backlog first
+        }
+        fair.insert((0, 10), "b");
+        fair.insert((0, 11), "b");
+        fair.insert((0, 20), "c");
+        assert_eq!(drain(&mut fair), vec![1, 10, 20, 2, 11, 3, 4]);
+        assert!(fair.is_empty() && fair.keys() == 0 && fair.owners.is_empty());
+    }
+
+    #[test]
+    fn priority_comes_before_turns() {
+        let mut fair = Fair::default();
+        fair.insert((5, 1), "a");
+        fair.insert((5, 2), "a");
+        fair.insert((0, 3), "b");
+        fair.insert((5, 4), "b");
+        // b's priority-0 job was its turn: a's next goes before b's.
+        assert_eq!(drain(&mut fair), vec![3, 1, 2, 4]);
+    }
+
+    #[test]
+    fn weights_give_shares_in_proportion() {
+        let mut fair = Fair::default();
+        fair.set_weight("b", 2);
+        fair.set_weight("c", 4);
+        for id in 0..700u64 {
+            fair.insert((0, id * 3), "a");
+            fair.insert((0, id * 3 + 1), "b");
+            fair.insert((0, id * 3 + 2), "c");
+        }
+        let first: Vec<u64> = drain(&mut fair).into_iter().take(700).collect();
+        let share = |r: u64| first.iter().filter(|id| *id % 3 == r).count();
+        assert_eq!((share(0), share(1), share(2)), (100, 200, 400));
+    }
+
+    #[test]
+    fn an_idle_key_joins_at_the_current_turn_without_banked_turns() {
+        let mut fair = Fair::default();
+        for id in 0..10 {
+            fair.insert((0, id), "a");
+        }
+        assert_eq!(drain(&mut fair).len(), 10);
+        for id in 100..105 {
+            fair.insert((0, id), "a");
+        }
+        fair.insert((0, 200), "b"); // b was idle the whole time: one turn, not ten
+        fair.insert((0, 201), "b");
+        assert_eq!(drain(&mut fair), vec![100, 200, 101, 201, 102, 103, 104]);
+    }
+
+    #[test]
+    fn remove_and_moves_keep_the_heads_right() {
+        let mut fair = Fair::default();
+        fair.insert((0, 1), "a");
+        fair.insert((0, 2), "a");
+        fair.insert((0, 3), "b");
+        assert!(fair.remove(1));
+        assert!(!fair.remove(1));
+        fair.insert((0, 3), "b"); // the same hint again
+        fair.insert((7, 2), "a"); // job 2 moved to priority 7
+        assert_eq!(fair.len(), 2);
+        assert_eq!(drain(&mut fair), vec![3, 2]);
+        assert!(!fair.take((0, 99)));
+    }
+
+    #[test]
+    fn the_unkeyed_jobs_take_their_turn_as_one_key() {
+        let mut fair = Fair::default();
+        fair.insert((0, 5), "a");
+        fair.insert((0, 6), "a");
+        // The lane compares the plain front's offer with the keyed one; play it by hand.
+        let plain = fair.plain_offer((0, 1));
+        let keyed = fair.peek().unwrap();
+        assert!(plain < keyed, "equal passes: the older job first");
+        fair.charge_plain();
+        let plain = fair.plain_offer((0, 2));
+        assert!(fair.peek().unwrap() < plain, "then a's turn");
+    }
+
+    #[test]
+    fn busiest_lists_keys_by_waiting_jobs() {
+        let mut fair = Fair::default();
+        fair.insert((0, 9), "small");
+        for id in 1..=3 {
+            fair.insert((0, id), "big");
+        }
+        assert_eq!(
+            fair.busiest(10),
+            vec![("big".into(), 3, 1), ("small".into(), 1, 9)]
+        );
+        assert_eq!(fair.busiest(1).len(), 1);
+    }
+}
