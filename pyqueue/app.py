@@ -53,6 +53,24 @@ class Kill(Exception):
     """Raise in a handler to make the job dead at once, with `reason` in its error history."""
 
 
+class ArgumentKey:
+    """A key taken from one argument of each call (`@app.job(fair_key="tenant")`), given by
+    position or by name; the argument must be there, and becomes the key as text."""
+
+    def __init__(self, fn: Callable[..., Any], name: str) -> None:
+        self.signature = inspect.signature(fn)
+        if name not in self.signature.parameters:
+            raise TypeError(f"{fn.__qualname__} has no argument {name!r} to take a key from")
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        bound = self.signature.bind_partial(*args, **kwargs)
+        bound.apply_defaults()
+        if self.name not in bound.arguments:
+            raise TypeError(f"the key comes from argument {self.name!r}, which this call does not give")
+        return str(bound.arguments[self.name])
+
+
 @dataclass(frozen=True)
 class Options:
     """Per-call enqueue options (a job function's defaults, changed with `.options(...)`)."""
@@ -69,6 +87,9 @@ class Options:
     # The key its queue's per-key cap counts it under: a string, or a function of the job's
     # arguments (a customer id, say).
     limit_key: str | Callable[..., str] | None = None
+    # The key whose turn the job waits for within its priority (fair share): a string, or a
+    # function of the job's arguments (`@app.job(fair_key="tenant")` names an argument).
+    fair_key: str | Callable[..., str] | None = None
 
     def spec(self, name: str, payload: dict[str, Any]) -> JobSpec:
         spec: JobSpec = {
@@ -86,6 +107,9 @@ class Options:
         if self.limit_key is not None:
             key = self.limit_key
             spec["limit_key"] = key(*payload["args"], **payload["kwargs"]) if callable(key) else key
+        if self.fair_key is not None:
+            fair = self.fair_key
+            spec["fair_key"] = fair(*payload["args"], **payload["kwargs"]) if callable(fair) else fair
         if self.unique:
             if callable(self.unique):
                 key = self.unique(*payload["args"], **payload["kwargs"])
@@ -169,7 +193,8 @@ class JobFunction(Generic[P, R]):
 
     def options(self, **changes: Any) -> "BoundJob[P, R]":
         """The same job with other options for the next enqueue: delay, run_at, priority, queue,
-        retries, timeout, unique, unique_scope, keep_result, limit_key."""
+        retries, timeout, unique, unique_scope, keep_result, limit_key, fair_key (a string here is
+        the key itself)."""
         return BoundJob(self, replace(self.defaults, **changes))
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
@@ -326,6 +351,7 @@ class App:
         unique_scope: str = "queued",
         keep_result: float | None = None,
         limit_key: str | Callable[..., str] | None = None,
+        fair_key: str | Callable[..., str] | None = None,
     ) -> "JobDecorator": ...
 
     def job(
@@ -342,11 +368,14 @@ class App:
         unique_scope: str = "queued",
         keep_result: float | None = None,
         limit_key: str | Callable[..., str] | None = None,
+        fair_key: str | Callable[..., str] | None = None,
     ) -> Any:
         """Declare a job type. Its name defaults to the function's import path (module.qualname).
         `keep_result` (seconds; default the app's) keeps each run's return value for
         `job.result()`. `limit_key` (a string, or a function of the job's arguments) is the key
-        the queue's per-key cap counts each job under (`app.limit(queue, key_max_running=N)`)."""
+        the queue's per-key cap counts each job under (`app.limit(queue, key_max_running=N)`).
+        `fair_key` (the name of one of the function's arguments, or a function of them) is the
+        key (a tenant, say) whose turn each job waits for: the queue serves its keys in turn."""
         options = Options(
             queue=queue,
             priority=priority,
@@ -362,7 +391,8 @@ class App:
             job_name = name or f"{f.__module__}.{f.__qualname__}"
             if job_name in self.jobs:
                 raise ValueError(f"a job named {job_name!r} is already registered")
-            function = JobFunction(self, f, job_name, options)
+            fair = ArgumentKey(f, fair_key) if isinstance(fair_key, str) else fair_key
+            function = JobFunction(self, f, job_name, replace(options, fair_key=fair))
             self.jobs[job_name] = function
             return function
 

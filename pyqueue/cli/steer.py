@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 from rich.progress import Progress
 
+from pyqueue.cli.fair import show_keys
 from pyqueue.cli.fit import FitColumn, fit_table
 from pyqueue.cli.jobs import client_for, fail
 from pyqueue.client import UNSET
@@ -100,9 +101,28 @@ def jobs(
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--keys", "keys_of", metavar="QUEUE", help="Show QUEUE's fair keys with the most jobs waiting.")
+@click.option(
+    "--weight",
+    "weights",
+    multiple=True,
+    metavar="KEY=N",
+    help="With --keys: set KEY's share of the queue's turns to N (1 to 10000; 1 clears; KEY empty: "
+    "the jobs without a key). Repeatable.",
+)
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=20, help="With --keys: at most this many keys."
+)
 @click.pass_context
-def queues(ctx: click.Context, as_json: bool) -> None:
-    """Every queue with its job count per status."""
+def queues(
+    ctx: click.Context, as_json: bool, keys_of: str | None, weights: tuple[str, ...], limit: int
+) -> None:
+    """Every queue with its job count per status; with --keys, one queue's fair keys."""
+    if keys_of is not None:
+        show_keys(ctx, keys_of, weights, limit, as_json)
+        return
+    if weights:
+        raise click.UsageError("--weight needs --keys QUEUE")
     try:
         with client_for(ctx) as client:
             found = client.queues()

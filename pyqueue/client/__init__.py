@@ -5,7 +5,7 @@ from pyqueue.client.aio_take import AsyncTakeStream
 from pyqueue.client.answers import JobError
 from pyqueue.client.client import Client
 from pyqueue.client.job import Job
-from pyqueue.client.steering import UNSET, ChangeResult, QueueInfo, Rejected, WorkerInfo
+from pyqueue.client.steering import UNSET, ChangeResult, FairKey, FairKeys, QueueInfo, Rejected, WorkerInfo
 from pyqueue.client.take import TakeStream
 
 __all__ = [
@@ -14,6 +14,8 @@ __all__ = [
     "AsyncTakeStream",
     "ChangeResult",
     "Client",
+    "FairKey",
+    "FairKeys",
     "Job",
     "JobError",
     "QueueInfo",

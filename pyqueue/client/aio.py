@@ -21,7 +21,7 @@ from pyqueue.client.job import Job
 from pyqueue.client.routing import Routes, unimplemented
 from pyqueue.client.security import Security
 from pyqueue.client.spec import JobOptions, new_job_message
-from pyqueue.client.steering import ChangeResult, CronInfo, QueueInfo, WorkerInfo
+from pyqueue.client.steering import ChangeResult, CronInfo, FairKeys, QueueInfo, WorkerInfo
 from pyqueue.client.workflows import BatchInfo, StepLike, WorkflowRun
 from pyqueue.cluster import Topology
 from pyqueue.errors import FailedPrecondition, Unavailable, from_rpc_error
@@ -316,6 +316,14 @@ class AsyncClient:
     ) -> QueueInfo:
         """Limit a queue (see Client.set_queue_limit)."""
         return await self._run(calls.set_queue_limit(queue, max_running, rate, burst, key_max_running))
+
+    async def set_fair_weight(self, queue: str, fair_key: str, weight: int) -> FairKeys:
+        """A fair key's weight (see Client.set_fair_weight)."""
+        return await self._run(calls.set_fair_weight(queue, fair_key, weight))
+
+    async def fair_keys(self, queue: str, limit: int = 0) -> FairKeys:
+        """A queue's busiest fair keys (see Client.fair_keys)."""
+        return await self._run(calls.fair_keys(queue, limit))
 
     async def backup(self, path: str, timeout: float = 600.0) -> list[int]:
         """See Client.backup."""

@@ -23,6 +23,7 @@ from pyqueue.client.steering import (
     CRON_ACTIONS,
     ChangeResult,
     CronInfo,
+    FairKeys,
     QueueInfo,
     WorkerInfo,
     job_changes,
@@ -174,6 +175,15 @@ def set_queue_limit(
 ) -> Call[QueueInfo]:
     request = limit_request(queue, max_running, rate, burst, key_max_running)
     return Call("SetQueueLimit", request, QueueInfo.from_pb)
+
+
+def set_fair_weight(queue: str, fair_key: str, weight: int) -> Call[FairKeys]:
+    request = pb.SetFairWeightRequest(queue=queue, fair_key=fair_key, weight=weight)
+    return Call("SetFairWeight", request, FairKeys.from_pb)
+
+
+def fair_keys(queue: str, limit: int) -> Call[FairKeys]:
+    return Call("ListFairKeys", pb.ListFairKeysRequest(queue=queue, limit=limit), FairKeys.from_pb)
 
 
 def pause(queue: str, paused: bool) -> Call[QueueInfo]:

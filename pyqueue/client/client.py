@@ -25,6 +25,7 @@ from pyqueue.client.spec import JobOptions, new_job_message
 from pyqueue.client.steering import (
     ChangeResult,
     CronInfo,
+    FairKeys,
     QueueInfo,
     WorkerInfo,
 )
@@ -456,6 +457,17 @@ class Client:
         `limit_key`). A limited job stays ready and is delivered the moment it is allowed.
         Calling again replaces the limits; all zero (the defaults) clears them."""
         return self._run(calls.set_queue_limit(queue, max_running, rate, burst, key_max_running))
+
+    def set_fair_weight(self, queue: str, fair_key: str, weight: int) -> FairKeys:
+        """Fair share: `fair_key`'s share of the queue's turns, in proportion to `weight` (1 to
+        10,000; 1, every key's default, clears it; "" weighs the jobs without a fair key). Kept
+        durably; it takes effect on the next job given out."""
+        return self._run(calls.set_fair_weight(queue, fair_key, weight))
+
+    def fair_keys(self, queue: str, limit: int = 0) -> FairKeys:
+        """The queue's fair keys with the most jobs waiting (at most `limit`; 0: 20), with each
+        one's waiting count and oldest job's age, and every weight set."""
+        return self._run(calls.fair_keys(queue, limit))
 
     def pause(self, queue: str) -> QueueInfo:
         """Keep taking enqueues for `queue`, but deliver nothing until `resume` (survives restarts)."""

@@ -85,6 +85,7 @@ class Job:
     headers: dict[str, str] = field(default_factory=dict)  # what the producer handed over
     wants_result: bool = False  # enqueued with keep_result: the worker sends the return value
     limit_key: str = ""  # its queue's per-key cap counts it under this key
+    fair_key: str = ""  # within its priority it waits for this key's turn
     # The payload's bytes do not decode as its content type says (a record from before the server
     # checked them): `payload` holds the raw bytes, and a worker fails the attempt with this.
     payload_error: str = ""
@@ -134,6 +135,7 @@ class Job:
             headers=dict(message.headers) if message.headers else {},
             wants_result=message.wants_result,
             limit_key=message.limit_key,
+            fair_key=message.fair_key,
             workflow_id=message.workflow_id,
             batch_id=message.batch_id,
             input=json.loads(message.input) if message.has_input else None,

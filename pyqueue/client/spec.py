@@ -32,6 +32,8 @@ class JobOptions(TypedDict, total=False):
       long: `job.result(timeout=...)` waits for it.
     - With `limit_key` (a customer id, say), the queue's per-key cap
       (`set_queue_limit(key_max_running=...)`) counts the job under that key.
+    - With `fair_key` (a tenant, say), the job waits for its key's turn within its priority: the
+      queue serves its keys in turn, in proportion to their weights (`set_fair_weight`).
     - With `fold_key`, a JSON payload joins the waiting job of its queue with that key (keeping its
       place; `duplicate=True` says so), until it holds `fold_max` payloads (default 1000): the
       job's payload is the list of them (docs/workflows.md, folding).
@@ -51,6 +53,7 @@ class JobOptions(TypedDict, total=False):
     headers: Mapping[str, str] | None
     keep_result: float | timedelta | None
     limit_key: str | None
+    fair_key: str | None
     fold_key: str | None
     fold_max: int | None
 
@@ -104,6 +107,8 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
         message.keep_result_ms = _seconds_ms(spec["keep_result"])
     if spec.get("limit_key"):
         message.limit_key = spec["limit_key"]
+    if spec.get("fair_key"):
+        message.fair_key = spec["fair_key"]
     if spec.get("fold_key"):
         message.fold_key = spec["fold_key"]
         message.fold_max = spec.get("fold_max") or 0

@@ -154,6 +154,31 @@ class QueueInfo:
         return ", ".join(parts)
 
 
+@dataclass(frozen=True)
+class FairKey:
+    """A fair key of a queue with jobs waiting (Client.fair_keys)."""
+
+    fair_key: str
+    waiting: int
+    oldest_seconds: float  # since its oldest waiting job was created
+    weight: int
+
+
+@dataclass(frozen=True)
+class FairKeys:
+    """A queue's fair keys: how many have jobs waiting, the busiest, and every weight set."""
+
+    queue: str
+    key_count: int
+    keys: list[FairKey]
+    weights: dict[str, int]
+
+    @classmethod
+    def from_pb(cls, message: pb.FairKeys) -> "FairKeys":
+        keys = [FairKey(k.fair_key, k.waiting, k.oldest_seconds, k.weight) for k in message.keys]
+        return cls(message.queue, message.key_count, keys, dict(message.weights))
+
+
 def limit_request(
     queue: str, max_running: int, rate: float | str | None, burst: float, key_max_running: int
 ) -> pb.SetQueueLimitRequest:

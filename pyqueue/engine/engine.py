@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pyqueue import failpoints
-from pyqueue.engine import query, queue_limits, ranges, rebuild, recovery, requests
+from pyqueue.engine import fair_weights, query, queue_limits, ranges, rebuild, recovery, requests
 from pyqueue.engine.committer import Committer
 from pyqueue.engine.config import EngineConfig
 from pyqueue.engine.consumer import Consumer
@@ -103,6 +103,8 @@ class Engine:
         store_dir = getattr(store, "path", None)
         self.marker = DurableMarker(store, Path(store_dir)) if store_dir is not None else None
         self.queue_limits: dict[str, QueueLimit] = {}
+        self.fair_weights: dict[str, dict[str, int]] = {}  # queue -> key -> weight (not 1)
+        self._fair_lock = asyncio.Lock()  # one weight change at a time: each replaces the map
         self._loop: asyncio.AbstractEventLoop | None = None
         self.disk = DiskGuard(getattr(store, "path", "."), config.min_free_bytes)
         self._committer: Committer | None = None
@@ -147,6 +149,9 @@ class Engine:
         self.queue_limits = queue_limits.load(self.store)
         for queue, limit in self.queue_limits.items():  # nothing is in flight yet: recovery is done
             queue_limits.apply(self.memory.ready, queue, limit, 0)
+        self.fair_weights = fair_weights.load(self.store)
+        for queue, weights in self.fair_weights.items():
+            fair_weights.apply(self.memory.ready, queue, {}, weights)
         self.cron.entries = cron.load(self.store)
         if services:
             for service in (*self.services, self.cron, self.marker, self.sweeper):
@@ -247,6 +252,7 @@ class Engine:
         unique_in_queue: bool = False,
         fold_key: str = "",
         fold_max: int = 0,
+        fair_key: str = "",
     ) -> NewJob:
         """Validate one job of an enqueue request against the limits. Every enqueued job passes
         here: the checks of fields left at 0 or None (in every range) are skipped."""
@@ -285,7 +291,14 @@ class Engine:
         if headers:
             limits.check_headers(index, headers)
         if limit_key:
-            limits.check_limit_key(index, limit_key)
+            limits.check_job_key(where, "limit key", limit_key)
+        if fair_key:
+            limits.check_job_key(where, "fair key", fair_key)
+            if limit_key:
+                raise InvalidArgument(
+                    f"job {index}: give a fair key or a limit key, not both (a fair key under a per-key cap "
+                    "is not supported yet)"
+                )
         if fold_key or fold_max:
             fold_max = check_fold(index, fold_key, fold_max, content_type, unique_key)
         options = b""
@@ -306,6 +319,7 @@ class Engine:
             limit_key=limit_key,
             fold_key=fold_key,
             fold_max=fold_max,
+            fair_key=fair_key,
         )
 
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
@@ -562,6 +576,26 @@ class Engine:
             self.queue_limits[queue] = limit
         else:
             self.queue_limits.pop(queue, None)
+
+    async def set_fair_weight(self, queue: str, fair_key: str, weight: int) -> None:
+        self.config.limits.check_name("queue", queue)
+        if fair_key:
+            self.config.limits.check_job_key("", "fair key", fair_key)
+        async with self._fair_lock:
+            before = self.fair_weights.get(queue, {})
+            after = fair_weights.changed(before, fair_key, weight)
+            await self._submit(requests.SetFairWeights(queue, before, after, self.memory))
+            if after:
+                self.fair_weights[queue] = after
+            else:
+                self.fair_weights.pop(queue, None)
+
+    def fair_keys(self, queue: str, limit: int) -> tuple[int, list[fair_weights.KeyWaiting], dict[str, int]]:
+        """(how many keys have jobs waiting, the busiest of them, the weights set)."""
+        self.config.limits.check_name("queue", queue)
+        weights = self.fair_weights.get(queue, {})
+        busiest = fair_weights.busiest(self.memory.ready, queue, limit, weights, self.clock())
+        return self.memory.ready.fair_key_count(queue), busiest, dict(weights)
 
     async def set_paused(self, queue: str, paused: bool) -> None:
         self.config.limits.check_name("queue", queue)

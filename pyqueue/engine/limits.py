@@ -103,10 +103,11 @@ class Limits:
                     f"job {index}: header {name!r} is longer than {MAX_HEADER_VALUE_BYTES} bytes"
                 )
 
-    def check_limit_key(self, index: int, limit_key: str) -> None:
-        if len(limit_key.encode()) > self.max_name_length or not limit_key.isprintable():
+    def check_job_key(self, where: str, what: str, key: str) -> None:
+        """A limit key or a fair key; `where` starts the message ("job 3: ")."""
+        if len(key.encode()) > self.max_name_length or not key.isprintable():
             raise InvalidArgument(
-                f"job {index}: limit key {limit_key[:40]!r} must be printable (no control characters) "
+                f"{where}{what} {key[:40]!r} must be printable (no control characters) "
                 f"and at most {self.max_name_length} bytes (--max-name-length)"
             )
 

@@ -43,6 +43,7 @@ class NewJob:
     limit_key: str = ""  # counts under this key against its queue's per-key cap
     fold_key: str = ""  # joins the waiting job of its queue with this key (engine/requests/producers.py)
     fold_max: int = 0  # payloads one folded job collects
+    fair_key: str = ""  # within its priority, waits for this key's turn (fair share)
 
 
 def new_record(job: NewJob, job_id: int, now: int, run_at_ms: int, options: bytes) -> JobRecord:
@@ -63,6 +64,7 @@ def new_record(job: NewJob, job_id: int, now: int, run_at_ms: int, options: byte
         options=options,
         unique_key=job.unique_key,
         limit_key=job.limit_key,
+        fair_key=job.fair_key,
     )
 
 

@@ -8,6 +8,7 @@ from pyqueue._native import encode_push, encode_refusals
 from pyqueue.engine import Engine, Status
 from pyqueue.engine.cron_entry import CronEntry
 from pyqueue.engine.errors import InvalidArgument
+from pyqueue.engine.fair_weights import KeyWaiting
 from pyqueue.engine.model import (
     NOT_HELD,
     RESULT_NOT_KEPT,
@@ -50,6 +51,7 @@ def job_to_pb(view: JobView, make: Callable[..., pb.Job] = pb.Job) -> pb.Job:
         lost=r.lost,
         started_at_ms=r.started_ms if r.status == Status.IN_FLIGHT else 0,
         limit_key=r.limit_key,
+        fair_key=r.fair_key,
     )
     if r.unique_key:
         message.unique_key, message.unique_in_queue = shown_unique_key(r.unique_key)
@@ -219,6 +221,22 @@ def cron_to_pb(entry: CronEntry) -> pb.CronEntry:
     return message
 
 
+def fair_keys_message(
+    queue: str, count: int, busiest: list[KeyWaiting], weights: dict[str, int]
+) -> pb.FairKeys:
+    return pb.FairKeys(
+        queue=queue,
+        key_count=count,
+        keys=[
+            pb.FairKey(
+                fair_key=k.fair_key, waiting=k.waiting, oldest_seconds=k.oldest_seconds, weight=k.weight
+            )
+            for k in busiest
+        ],
+        weights=weights,
+    )
+
+
 def queue_info(
     name: str,
     paused: bool,
@@ -267,4 +285,5 @@ def new_job(engine: Engine, index: int, job: pb.NewJob, relative: bool = False) 
         unique_in_queue=job.unique_in_queue,
         fold_key=job.fold_key,
         fold_max=job.fold_max,
+        fair_key=job.fair_key,
     )

@@ -8,7 +8,7 @@
 
 A job is {"type": ..., "payload": <any JSON>, "queue", "priority", "delay" (seconds), "run_at"
 (ISO 8601), "max_retries", "timeout" (seconds), "backoff", "keep_completed", "keep_result" (seconds),
-"unique_key", "unique_scope", "unique_in_queue", "limit_key", "headers"}; only "type" is needed. A
+"unique_key", "unique_scope", "unique_in_queue", "limit_key", "fair_key", "headers"}; only "type" is needed. A
 Python job function's payload is {"args": [...], "kwargs": {...}}. Ids are strings (they pass
 2**53). With tokens on, send `Authorization: Bearer TOKEN`; the gRPC server checks its rights.
 """

@@ -94,6 +94,7 @@ _FIELD_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "unique_scope": (_text, "a string"),
     "unique_in_queue": (lambda v: isinstance(v, bool), "true or false"),
     "limit_key": (_text, "a string"),
+    "fair_key": (_text, "a string"),
     "fold_key": (_text, "a string"),
     "fold_max": (_integer, "a whole number"),
     "headers": (

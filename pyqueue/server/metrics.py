@@ -73,6 +73,17 @@ def shard_families(engine: Engine, workers: dict[str, int], reads_paused_s: floa
         oldest.add_metric([queue], max(now_ms - since, 0) / 1000 if since is not None else 0.0)
     families.append(oldest)
 
+    fair = GaugeMetricFamily(
+        "pyqueue_queue_fair_keys",
+        "Fair keys (NewJob.fair_key) with jobs waiting, per queue (queues without any are left out).",
+        labels=["queue"],
+    )
+    for queue in sorted(counts):
+        n = engine.memory.ready.fair_key_count(queue) if counts[queue].get("ready") else 0
+        if n:
+            fair.add_metric([queue], n)
+    families.append(fair)
+
     telemetry = engine.telemetry
     families.append(
         _histogram(

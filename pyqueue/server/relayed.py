@@ -95,6 +95,7 @@ def _remade(engine: Engine, given: NewJob) -> NewJob:
         headers=options.headers,
         keep_result_ms=options.keep_result_ms,
         limit_key=given.limit_key,
+        fair_key=given.fair_key,
     )
 
 

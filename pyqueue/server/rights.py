@@ -34,6 +34,7 @@ CHANGES = frozenset(
         "PauseQueue",
         "ResumeQueue",
         "SetQueueLimit",
+        "SetFairWeight",
         "SetCron",
         "ChangeCron",
         "Backup",
@@ -44,7 +45,13 @@ CHANGES = frozenset(
 RELAY = frozenset({"PullOutbox", "ApplyInbox"})  # shard to shard: the relay's secret (relay_secret.py)
 _FILTERED = {"UpdateJobs": "admin", "RetryJobs": "admin", "CancelJobs": "admin", "DeleteJobs": "admin"}
 _FILTERED |= {"ListJobs": "read", "CountJobs": "read"}
-_BY_QUEUE = {"PauseQueue": "admin", "ResumeQueue": "admin", "SetQueueLimit": "admin"}
+_BY_QUEUE = {
+    "PauseQueue": "admin",
+    "ResumeQueue": "admin",
+    "SetQueueLimit": "admin",
+    "SetFairWeight": "admin",
+}
+_BY_QUEUE |= {"ListFairKeys": "read"}
 _BY_ID = {"GetJob": ("produce", "read"), "WaitJob": ("produce", "read"), "ListErrors": ("read",)}
 
 

@@ -256,6 +256,16 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
         )
 
     @answered
+    async def SetFairWeight(self, request: pb.SetFairWeightRequest, context: Context) -> pb.FairKeys:
+        shard = self.topology.shard_of_queue(request.queue)
+        return cast(pb.FairKeys, await self._forward(shard, "SetFairWeight", request, context))
+
+    @answered
+    async def ListFairKeys(self, request: pb.ListFairKeysRequest, context: Context) -> pb.FairKeys:
+        shard = self.topology.shard_of_queue(request.queue)
+        return cast(pb.FairKeys, await self._forward(shard, "ListFairKeys", request, context))
+
+    @answered
     async def GetTopology(self, request: pb.TopologyRequest, context: Context) -> pb.Topology:
         return self.topology.to_pb()
 

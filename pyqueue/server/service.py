@@ -16,6 +16,7 @@ from pyqueue.server.convert import (
     cron_to_pb,
     enqueue_refusal,
     error_to_pb,
+    fair_keys_message,
     filter_from_pb,
     job_to_pb,
     new_job,
@@ -196,6 +197,23 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
         except EngineError as exc:
             await abort(context, exc)
         return self._queue_info(request.queue)
+
+    @answered
+    async def SetFairWeight(self, request: pb.SetFairWeightRequest, context: Context) -> pb.FairKeys:
+        try:
+            self._check_owner(request.queue)
+            await self.engine.set_fair_weight(request.queue, request.fair_key, request.weight)
+            return fair_keys_message(request.queue, *self.engine.fair_keys(request.queue, 0))
+        except EngineError as exc:
+            await abort(context, exc)
+
+    @answered
+    async def ListFairKeys(self, request: pb.ListFairKeysRequest, context: Context) -> pb.FairKeys:
+        try:
+            self._check_owner(request.queue)
+            return fair_keys_message(request.queue, *self.engine.fair_keys(request.queue, request.limit))
+        except EngineError as exc:
+            await abort(context, exc)
 
     @answered
     async def Backup(self, request: pb.BackupRequest, context: Context) -> pb.BackupResponse:

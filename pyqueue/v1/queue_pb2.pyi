@@ -236,6 +236,7 @@ class NewJob(_message.Message):
     UNIQUE_IN_QUEUE_FIELD_NUMBER: _builtins.int
     FOLD_KEY_FIELD_NUMBER: _builtins.int
     FOLD_MAX_FIELD_NUMBER: _builtins.int
+    FAIR_KEY_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     queue: _builtins.str
     """Empty means "default"."""
@@ -281,6 +282,12 @@ class NewJob(_message.Message):
     it has been delivered.
     """
     fold_max: _builtins.int
+    fair_key: _builtins.str
+    """Fair share (docs/queues.md, "Fair share"): within its queue and priority the job waits for
+    its key's turn, the keys served in turn in proportion to their weights (SetFairWeight), FIFO
+    within a key; jobs without one take their turns as one key of their own. 1 to 128 bytes, no
+    control characters; not with limit_key.
+    """
     @_builtins.property
     def backoff(self) -> Global___Backoff:
         """The backoff curve for this job's retries; unset means the server's."""
@@ -313,10 +320,11 @@ class NewJob(_message.Message):
         unique_in_queue: _builtins.bool = ...,
         fold_key: _builtins.str = ...,
         fold_max: _builtins.int = ...,
+        fair_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "max_retries", b"max_retries", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "fold_key", b"fold_key", "fold_max", b"fold_max", "headers", b"headers", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "limit_key", b"limit_key", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "fair_key", b"fair_key", "fold_key", b"fold_key", "fold_max", b"fold_max", "headers", b"headers", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "limit_key", b"limit_key", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__keep_completed_ms: _TypeAlias = _typing.Literal["keep_completed_ms"]  # noqa: Y015
     _WhichOneofArgType__keep_completed_ms: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms"]  # noqa: Y015
@@ -542,6 +550,7 @@ class Job(_message.Message):
     INPUT_FIELD_NUMBER: _builtins.int
     HAS_INPUT_FIELD_NUMBER: _builtins.int
     FOLDED_FIELD_NUMBER: _builtins.int
+    FAIR_KEY_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     type: _builtins.str
     queue: _builtins.str
@@ -596,6 +605,7 @@ class Job(_message.Message):
     has_input: _builtins.bool
     folded: _builtins.bool
     """Its payload is the JSON array of the payloads folded into it (NewJob.fold_key)."""
+    fair_key: _builtins.str
     @_builtins.property
     def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """What the producer handed over with the job (NewJob.headers)."""
@@ -634,10 +644,11 @@ class Job(_message.Message):
         input: _builtins.bytes = ...,
         has_input: _builtins.bool = ...,
         folded: _builtins.bool = ...,
+        fair_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "batch_id", b"batch_id", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "damage", b"damage", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "folded", b"folded", "has_input", b"has_input", "headers", b"headers", "id", b"id", "input", b"input", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "result_problem", b"result_problem", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result", "workflow_id", b"workflow_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "batch_id", b"batch_id", "content_type", b"content_type", "created_at_ms", b"created_at_ms", "damage", b"damage", "errors", b"errors", "expires_at_ms", b"expires_at_ms", "fair_key", b"fair_key", "folded", b"folded", "has_input", b"has_input", "headers", b"headers", "id", b"id", "input", b"input", "lease", b"lease", "limit_key", b"limit_key", "lost", b"lost", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "result", b"result", "result_problem", b"result_problem", "run_at_ms", b"run_at_ms", "started_at_ms", b"started_at_ms", "status", b"status", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "updated_at_ms", b"updated_at_ms", "wants_result", b"wants_result", "workflow_id", b"workflow_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1372,6 +1383,142 @@ class SetQueueLimitRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SetQueueLimitRequest: _TypeAlias = SetQueueLimitRequest  # noqa: Y015
+
+@_typing.final
+class SetFairWeightRequest(_message.Message):
+    """`weight` 1 to 10,000 (1, the default, clears the setting); `fair_key` "" weighs the queue's
+    jobs without a fair key, which take their turns as one key. At most 10,000 keys of a queue
+    carry a weight other than 1.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    FAIR_KEY_FIELD_NUMBER: _builtins.int
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    fair_key: _builtins.str
+    weight: _builtins.int
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        fair_key: _builtins.str = ...,
+        weight: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fair_key", b"fair_key", "queue", b"queue", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetFairWeightRequest: _TypeAlias = SetFairWeightRequest  # noqa: Y015
+
+@_typing.final
+class ListFairKeysRequest(_message.Message):
+    """`limit`: at most this many keys, the ones with the most jobs waiting (0: 20; at most 1,000)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    limit: _builtins.int
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListFairKeysRequest: _TypeAlias = ListFairKeysRequest  # noqa: Y015
+
+@_typing.final
+class FairKey(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FAIR_KEY_FIELD_NUMBER: _builtins.int
+    WAITING_FIELD_NUMBER: _builtins.int
+    OLDEST_SECONDS_FIELD_NUMBER: _builtins.int
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    fair_key: _builtins.str
+    waiting: _builtins.int
+    oldest_seconds: _builtins.float
+    """How long ago its oldest waiting job was created."""
+    weight: _builtins.int
+    def __init__(
+        self,
+        *,
+        fair_key: _builtins.str = ...,
+        waiting: _builtins.int = ...,
+        oldest_seconds: _builtins.float = ...,
+        weight: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fair_key", b"fair_key", "oldest_seconds", b"oldest_seconds", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FairKey: _TypeAlias = FairKey  # noqa: Y015
+
+@_typing.final
+class FairKeys(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class WeightsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    KEY_COUNT_FIELD_NUMBER: _builtins.int
+    KEYS_FIELD_NUMBER: _builtins.int
+    WEIGHTS_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    key_count: _builtins.int
+    """How many of the queue's fair keys have jobs waiting."""
+    @_builtins.property
+    def keys(self) -> _containers.RepeatedCompositeFieldContainer[Global___FairKey]: ...
+    @_builtins.property
+    def weights(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Every weight set on the queue's keys (those at 1 are not listed)."""
+
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        key_count: _builtins.int = ...,
+        keys: _abc.Iterable[Global___FairKey] | None = ...,
+        weights: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key_count", b"key_count", "keys", b"keys", "queue", b"queue", "weights", b"weights"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FairKeys: _TypeAlias = FairKeys  # noqa: Y015
 
 @_typing.final
 class ListQueuesResponse(_message.Message):

@@ -5,7 +5,7 @@ import warnings
 
 from pyqueue.v1 import queue_pb2 as pyqueue_dot_v1_dot_queue__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -143,6 +143,16 @@ class QueueStub:
                 '/pyqueue.v1.Queue/SetQueueLimit',
                 request_serializer=pyqueue_dot_v1_dot_queue__pb2.SetQueueLimitRequest.SerializeToString,
                 response_deserializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
+                _registered_method=True)
+        self.SetFairWeight = channel.unary_unary(
+                '/pyqueue.v1.Queue/SetFairWeight',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.SetFairWeightRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.FairKeys.FromString,
+                _registered_method=True)
+        self.ListFairKeys = channel.unary_unary(
+                '/pyqueue.v1.Queue/ListFairKeys',
+                request_serializer=pyqueue_dot_v1_dot_queue__pb2.ListFairKeysRequest.SerializeToString,
+                response_deserializer=pyqueue_dot_v1_dot_queue__pb2.FairKeys.FromString,
                 _registered_method=True)
         self.GetTopology = channel.unary_unary(
                 '/pyqueue.v1.Queue/GetTopology',
@@ -358,6 +368,21 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetFairWeight(self, request, context):
+        """Fair share (NewJob.fair_key): a key's share of its queue's turns is in proportion to its
+        weight (default 1), kept durably; it takes effect on the next claim.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFairKeys(self, request, context):
+        """The queue's fair keys with the most jobs waiting, and the weights set on its keys.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTopology(self, request, context):
         """Which shard owns which queues, and where each shard listens. A queue's slot is
         crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
@@ -550,6 +575,16 @@ def add_QueueServicer_to_server(servicer, server):
                     servicer.SetQueueLimit,
                     request_deserializer=pyqueue_dot_v1_dot_queue__pb2.SetQueueLimitRequest.FromString,
                     response_serializer=pyqueue_dot_v1_dot_queue__pb2.QueueInfo.SerializeToString,
+            ),
+            'SetFairWeight': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetFairWeight,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.SetFairWeightRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.FairKeys.SerializeToString,
+            ),
+            'ListFairKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFairKeys,
+                    request_deserializer=pyqueue_dot_v1_dot_queue__pb2.ListFairKeysRequest.FromString,
+                    response_serializer=pyqueue_dot_v1_dot_queue__pb2.FairKeys.SerializeToString,
             ),
             'GetTopology': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTopology,
@@ -1196,6 +1231,60 @@ class Queue:
             '/pyqueue.v1.Queue/SetQueueLimit',
             pyqueue_dot_v1_dot_queue__pb2.SetQueueLimitRequest.SerializeToString,
             pyqueue_dot_v1_dot_queue__pb2.QueueInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetFairWeight(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/SetFairWeight',
+            pyqueue_dot_v1_dot_queue__pb2.SetFairWeightRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.FairKeys.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFairKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyqueue.v1.Queue/ListFairKeys',
+            pyqueue_dot_v1_dot_queue__pb2.ListFairKeysRequest.SerializeToString,
+            pyqueue_dot_v1_dot_queue__pb2.FairKeys.FromString,
             options,
             channel_credentials,
             insecure,

@@ -88,6 +88,12 @@ class QueueStub:
     """A paused queue takes enqueues but delivers nothing; the state survives restarts."""
     ResumeQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]
     SetQueueLimit: _grpc.UnaryUnaryMultiCallable[_queue_pb2.SetQueueLimitRequest, _queue_pb2.QueueInfo]
+    SetFairWeight: _grpc.UnaryUnaryMultiCallable[_queue_pb2.SetFairWeightRequest, _queue_pb2.FairKeys]
+    """Fair share (NewJob.fair_key): a key's share of its queue's turns is in proportion to its
+    weight (default 1), kept durably; it takes effect on the next claim.
+    """
+    ListFairKeys: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListFairKeysRequest, _queue_pb2.FairKeys]
+    """The queue's fair keys with the most jobs waiting, and the weights set on its keys."""
     GetTopology: _grpc.UnaryUnaryMultiCallable[_queue_pb2.TopologyRequest, _queue_pb2.Topology]
     """Which shard owns which queues, and where each shard listens. A queue's slot is
     crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
@@ -185,6 +191,12 @@ class QueueAsyncStub(QueueStub):
     """A paused queue takes enqueues but delivers nothing; the state survives restarts."""
     ResumeQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.QueueRequest, _queue_pb2.QueueInfo]  # type: ignore[assignment]
     SetQueueLimit: _aio.UnaryUnaryMultiCallable[_queue_pb2.SetQueueLimitRequest, _queue_pb2.QueueInfo]  # type: ignore[assignment]
+    SetFairWeight: _aio.UnaryUnaryMultiCallable[_queue_pb2.SetFairWeightRequest, _queue_pb2.FairKeys]  # type: ignore[assignment]
+    """Fair share (NewJob.fair_key): a key's share of its queue's turns is in proportion to its
+    weight (default 1), kept durably; it takes effect on the next claim.
+    """
+    ListFairKeys: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListFairKeysRequest, _queue_pb2.FairKeys]  # type: ignore[assignment]
+    """The queue's fair keys with the most jobs waiting, and the weights set on its keys."""
     GetTopology: _aio.UnaryUnaryMultiCallable[_queue_pb2.TopologyRequest, _queue_pb2.Topology]  # type: ignore[assignment]
     """Which shard owns which queues, and where each shard listens. A queue's slot is
     crc32(utf-8 name) % slots; shard i owns the slots s with s % len(shards) == i. A job id's low
@@ -411,6 +423,24 @@ class QueueServicer(metaclass=_abc_1.ABCMeta):
         request: _queue_pb2.SetQueueLimitRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.QueueInfo, _abc.Awaitable[_queue_pb2.QueueInfo]]: ...
+
+    @_abc_1.abstractmethod
+    def SetFairWeight(
+        self,
+        request: _queue_pb2.SetFairWeightRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.FairKeys, _abc.Awaitable[_queue_pb2.FairKeys]]:
+        """Fair share (NewJob.fair_key): a key's share of its queue's turns is in proportion to its
+        weight (default 1), kept durably; it takes effect on the next claim.
+        """
+
+    @_abc_1.abstractmethod
+    def ListFairKeys(
+        self,
+        request: _queue_pb2.ListFairKeysRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.FairKeys, _abc.Awaitable[_queue_pb2.FairKeys]]:
+        """The queue's fair keys with the most jobs waiting, and the weights set on its keys."""
 
     @_abc_1.abstractmethod
     def GetTopology(

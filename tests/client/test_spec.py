@@ -23,6 +23,7 @@ SET: JobOptions = {
     "headers": {"h": "v"},
     "keep_result": 30,
     "limit_key": "customer-1",
+    "fair_key": "tenant-1",
     "fold_key": "digest",
     "fold_max": 10,
 }

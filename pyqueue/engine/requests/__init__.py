@@ -19,6 +19,7 @@ from pyqueue.engine.requests.steering import (
     DeleteJobs,
     PauseQueue,
     RetryJobs,
+    SetFairWeights,
     SetQueueLimit,
     UpdateJobs,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "RetryJobs",
     "SetCron",
     "SetDeadlines",
+    "SetFairWeights",
     "SetQueueLimit",
     "Timeout",
     "Transitions",

@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from dataclasses import replace
 
-from pyqueue.engine import queue_limits, recovery
+from pyqueue.engine import fair_weights, queue_limits, recovery
 from pyqueue.engine.flows import membership
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import Changes, Outcome, Rejection
@@ -225,6 +225,23 @@ class SetQueueLimit(Request):
         running = self.memory.counts.total([self.queue], [Status.IN_FLIGHT])
         queue_limits.apply(self.memory.ready, self.queue, self.limit, running)
         self.memory.dispatcher.announce([self.queue])
+
+
+class SetFairWeights(Request):
+    """Replace a queue's fair-share weights: persisted, then applied to its lane."""
+
+    def __init__(self, queue: str, before: dict[str, int], after: dict[str, int], memory: Memory) -> None:
+        super().__init__()
+        self.queue = queue
+        self.before = before
+        self.after = after
+        self.memory = memory
+
+    def apply(self, view: BatchView) -> None:
+        view.put_meta(fair_weights.key(self.queue), fair_weights.encode(self.after) if self.after else None)
+
+    def on_commit(self) -> None:
+        fair_weights.apply(self.memory.ready, self.queue, self.before, self.after)
 
 
 class PauseQueue(Request):
