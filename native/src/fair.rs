@@ -199,21 +199,29 @@ impl Fair {
     }
 
     /// The keys with the most jobs waiting, at most `limit`: (key, waiting, oldest job id).
+    /// It runs under the lane's lock, so it never walks a key's jobs: the oldest is the lowest
+    /// id among the first job of each priority, and only the top `limit` keys are sorted.
     pub fn busiest(&self, limit: usize) -> Vec<(String, usize, u64)> {
-        let mut all: Vec<_> = self
-            .groups
-            .iter()
-            .map(|(key, group)| {
-                let oldest = group.ready.iter().map(|(_, id)| *id).min().unwrap_or(0);
-                (key.to_string(), group.ready.len(), oldest)
-            })
-            .collect();
-        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        all.truncate(limit);
-        all
+        let mut all: Vec<(&Arc<str>, &Group)> = self.groups.iter().collect();
+        let most = |a: &(&Arc<str>, &Group), b: &(&Arc<str>, &Group)| {
+            b.1.ready
+                .len()
+                .cmp(&a.1.ready.len())
+                .then_with(|| a.0.cmp(b.0))
+        };
+        if limit < all.len() {
+            if limit == 0 {
+                return Vec::new();
+            }
+            all.select_nth_unstable_by(limit - 1, most);
+            all.truncate(limit);
+        }
+        all.sort_unstable_by(most);
+        all.into_iter()
+            .map(|(key, group)| (key.to_string(), group.ready.len(), oldest(&group.ready)))
+            .collect()
     }
 
-    /// How many keys have jobs waiting.
     pub fn keys(&self) -> usize {
         self.groups.len()
     }
@@ -232,6 +240,24 @@ impl Fair {
         self.heads.clear();
         self.owners.clear();
         self.len = 0;
+    }
+}
+
+/// The lowest id waiting: the first job of each priority, one seek per priority.
+fn oldest(ready: &BTreeSet<ReadyKey>) -> u64 {
+    let mut lowest = u64::MAX;
+    let mut next = ready.first().copied();
+    while let Some((priority, id)) = next {
+        lowest = lowest.min(id);
+        next = match priority.checked_add(1) {
+            Some(after) => ready.range((after, 0)..).next().copied(),
+            None => None,
+        };
+    }
+    if lowest == u64::MAX {
+        0
+    } else {
+        lowest
     }
 }
 
@@ -342,6 +368,18 @@ mod tests {
             fair.busiest(10),
             vec![("big".into(), 3, 1), ("small".into(), 1, 9)]
         );
-        assert_eq!(fair.busiest(1).len(), 1);
+        assert_eq!(fair.busiest(1), vec![("big".into(), 3, 1)]);
+        assert!(fair.busiest(0).is_empty());
+    }
+
+    #[test]
+    fn the_oldest_job_is_found_across_priorities() {
+        let mut fair = Fair::default();
+        for (priority, id) in [(0, 40), (0, 41), (3, 7), (3, 50), (u16::MAX, 2)] {
+            fair.insert((priority, id), "a");
+        }
+        assert_eq!(fair.busiest(5), vec![("a".into(), 5, 2)]);
+        fair.remove(2);
+        assert_eq!(fair.busiest(5), vec![("a".into(), 4, 7)]);
     }
 }

@@ -31,7 +31,7 @@ from pyqueue.client.steering import (
     limit_request,
 )
 from pyqueue.client.workflows import BatchInfo, StepLike, Task, WorkflowRun, as_step, workflow_request
-from pyqueue.errors import from_code_name
+from pyqueue.errors import InvalidArgument, from_code_name
 from pyqueue.v1 import queue_pb2 as pb
 
 T = TypeVar("T")
@@ -178,6 +178,8 @@ def set_queue_limit(
 
 
 def set_fair_weight(queue: str, fair_key: str, weight: int) -> Call[FairKeys]:
+    if not 0 <= weight < 2**32:  # beyond the wire's uint32; the server checks the real bound
+        raise InvalidArgument(f"weight {weight} is outside 1..10000 (1 is every key's default)")
     request = pb.SetFairWeightRequest(queue=queue, fair_key=fair_key, weight=weight)
     return Call("SetFairWeight", request, FairKeys.from_pb)
 

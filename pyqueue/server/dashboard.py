@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, unquote
 
 from pyqueue.client import Client
 from pyqueue.client.history import History, QueueHistory
-from pyqueue.client.steering import per_process
+from pyqueue.client.steering import FairKeys, per_process
 from pyqueue.errors import InvalidArgument, NotFound, PermissionDenied, PyQueueError, Unauthenticated
 from pyqueue.server.http_answers import StartResponse, answer, error_answer, json_answer
 from pyqueue.server.http_api_fields import parse_id, parse_limit
@@ -33,6 +33,8 @@ PAGE_LIMIT = 200
 _JOB = re.compile(r"^/api/jobs/(\d+)$")
 _JOB_ACTION = re.compile(r"^/api/jobs/(\d+)/(retry|delete)$")
 _QUEUE_ACTION = re.compile(r"^/api/queues/([^/]+)/(pause|resume|retry-dead|delete-dead)$")
+_KEYS = re.compile(r"^/api/queues/([^/]+)/keys$")
+_WEIGHT = re.compile(r"^/api/queues/([^/]+)/weight$")
 _WORKFLOW_ACTION = re.compile(r"^/api/workflows/(\d+)/(cancel|retry)$")
 
 
@@ -63,7 +65,8 @@ class Dashboard:
                         "changes need the X-Pyqueue-Action: 1 header",
                         "PERMISSION_DENIED",
                     )
-                return json_answer(start_response, "200 OK", self._act(path))
+                query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+                return json_answer(start_response, "200 OK", self._act(path, query))
             if method != "GET":
                 return error_answer(start_response, "405 Method Not Allowed", "GET or POST", "UNIMPLEMENTED")
             return json_answer(
@@ -114,6 +117,10 @@ class Dashboard:
                 statuses=[s for s in query.get("status", []) if s],
             )
             return {"jobs": [_job(j) for j in jobs], "next_cursor": after, "prev_cursor": before}
+        match = _KEYS.match(path)
+        if match:
+            limit = parse_limit(query.get("limit", [""])[0], 20, PAGE_LIMIT)
+            return _fair_keys(client.fair_keys(unquote(match.group(1)), limit))
         match = _JOB.match(path)
         if match:
             job_id = parse_id(match.group(1), "job")
@@ -121,8 +128,14 @@ class Dashboard:
             return {**_job(client.get_job(job_id)), "error_history": errors}
         raise NotFound(f"no such page: {path}")
 
-    def _act(self, path: str) -> Any:
+    def _act(self, path: str, query: dict[str, list[str]]) -> Any:
         client = self.client
+        match = _WEIGHT.match(path)
+        if match:  # ?key=K&weight=N: a fair key's share ("" weighs the jobs without one)
+            key, weight = query.get("key", []), query.get("weight", [])
+            if len(key) != 1 or len(weight) != 1 or not weight[0].isdigit():
+                raise InvalidArgument("give ?key=FAIR_KEY&weight=N (N from 1 to 10000)")
+            return _fair_keys(client.set_fair_weight(unquote(match.group(1)), key[0], int(weight[0])))
         match = _JOB_ACTION.match(path)
         if match:
             job_id, action = parse_id(match.group(1), "job"), match.group(2)
@@ -169,6 +182,15 @@ class Dashboard:
             }
             for q in client.queues()
         ]
+
+
+def _fair_keys(keys: FairKeys) -> dict[str, Any]:
+    return {
+        "queue": keys.queue,
+        "key_count": keys.key_count,
+        "keys": [dataclasses.asdict(k) for k in keys.keys],
+        "weights": keys.weights,
+    }
 
 
 def _history(history: History, queue: str) -> dict[str, Any]:

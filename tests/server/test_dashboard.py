@@ -158,8 +158,16 @@ def test_the_api_refuses_changes_without_its_header_and_bad_filters(tmp_path) ->
         assert status == 400 and "not dead" in body["error"]
         status, body = call("/api/jobs?queue=mail")
         assert status == 200 and body["jobs"][0]["id"] == str(job.id), "ids are strings in JSON"
+        status, body = call("/api/queues/mail/weight?key=a&weight=0", "POST", {"X-Pyqueue-Action": "1"})
+        assert status == 400 and "outside 1..10000" in body["error"], body
+        status, body = call("/api/queues/mail/weight?weight=2", "POST", {"X-Pyqueue-Action": "1"})
+        assert status == 400 and "?key=FAIR_KEY&weight=N" in body["error"], body
+        assert call("/api/queues/mail/weight?key=a&weight=2", "POST")[0] == 403, "a change needs its header"
+        status, body = call("/api/queues/mail/keys?limit=5")
+        assert (status, body["key_count"], body["weights"]) == (200, 0, {}), body
         with pyqueue.Client(server.address) as client:
             assert client.get_job(job.id).status == "ready", "nothing changed"
+            assert client.fair_keys("mail").weights == {}, "no weight was set"
     finally:
         server.close()
 
@@ -419,5 +427,37 @@ def test_a_live_page_that_lost_its_server_says_so_and_recovers_by_itself(tmp_pat
         with pyqueue.Client(server.address) as client, client.take("mail"):
             _wait_for_this_worker(wait, browser, client)  # refreshed on its own, no reload
         assert browser.find_element(By.ID, "message").text == "", "the error is over"
+    finally:
+        server.close()
+
+
+def test_the_keys_page_shows_a_queue_s_fair_keys_and_sets_a_weight(tmp_path, browser) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server = ServerProcess(tmp_path / "data").start()
+    wait = WebDriverWait(browser, 30)
+    try:
+        with pyqueue.Client(server.address) as client:
+            for key in ["acme"] * 3 + ["tiny co"]:
+                client.enqueue("report", queue="reports", fair_key=key)
+            base = f"http://{server.http_address}/"
+            browser.get(base)
+            _click(wait, (By.CSS_SELECTOR, 'tr[data-queue="reports"] a.keys-link'))
+            acme = (By.CSS_SELECTOR, 'tr[data-key="acme"] td[data-field="waiting"]')
+            wait.until(EC.presence_of_element_located(acme))
+            assert browser.find_element(*acme).text == "3"
+            assert browser.find_element(By.ID, "key-count").text.startswith("2 keys")
+            browser.find_element(By.ID, "weight-key").send_keys("tiny co")
+            weight = browser.find_element(By.ID, "weight-value")
+            weight.clear()
+            weight.send_keys("5")
+            _click(wait, (By.ID, "set-weight"))
+            wait.until(EC.alert_is_present()).accept()
+            wait.until(lambda _: client.fair_keys("reports").weights == {"tiny co": 5})
+            shown = (By.CSS_SELECTOR, 'tr[data-key="tiny co"] td[data-field="weight"]')
+            wait.until(lambda b: b.find_element(*shown).text == "5")
+            _screenshot(browser, tmp_path, "keys")
     finally:
         server.close()
