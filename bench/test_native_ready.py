@@ -4,6 +4,7 @@ Run with `make bench` (pytest-benchmark). Memory is measured as RSS growth (Linu
 a fresh process for a clean figure.
 """
 
+import gc
 import itertools
 import subprocess
 import sys
@@ -148,3 +149,36 @@ def test_claim_with_keys_blocked_by_their_cap(benchmark, blocked_percent: int) -
     benchmark.extra_info["blocked_keys_percent"] = blocked_percent
     benchmark(claim_and_refill)
     assert ready.count("q") == MILLION, "every claim was refilled, and blocked keys gave nothing out"
+
+
+@pytest.mark.parametrize("keys", [0, 100_000])
+def test_claim_one_from_a_million_over_fair_keys(benchmark, keys: int) -> None:  # type: ignore[no-untyped-def]
+    """1M ready jobs spread over `keys` fair keys (0: no fair key, the same as
+    test_claim_one_from_a_million) with 16 priorities: claim one and put one back (on the next
+    key in turn), so the index stays at 1M jobs and `keys` keys."""
+    ready = _native.ReadyIndex()
+    ready.begin_loading(["q"])
+    for lo in range(0, MILLION, 100_000):
+        span = range(lo, lo + 100_000)
+        if keys:
+            ready.load("q", [], [], [(i % 16, i, f"tenant-{i % keys}") for i in span])
+        else:
+            ready.load("q", [(i % 16, i) for i in span])
+    ready.finish_loading("q")
+    gc.collect()  # the loading's lists: a collection inside the timed rounds would be noise
+    selection = ready.select(["q"])
+    counter = iter(range(MILLION, 10**12))
+    names = [f"tenant-{k}" for k in range(keys)]
+    refill = itertools.cycle(names)
+
+    def claim_and_refill() -> None:
+        selection.claim(1)
+        if keys:
+            ready.insert_fair("q", 8, next(counter), next(refill))
+        else:
+            ready.insert("q", 8, next(counter))
+
+    benchmark.extra_info["ready_jobs"] = MILLION
+    benchmark.extra_info["fair_keys"] = keys
+    benchmark(claim_and_refill)
+    assert ready.count("q") == MILLION and ready.fair_key_count("q") == keys

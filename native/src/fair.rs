@@ -9,12 +9,14 @@
 //!
 //! `heads` holds each key's front job, ordered by (priority, pass, id): a claim looks at its first
 //! entry, O(log k) in the keys with jobs waiting, and nothing else. A key's state is dropped when
-//! its last job goes, so memory follows the keys that have work. Jobs without a fair key are not
+//! its last job goes, so memory follows the keys that have work. Keys live in a slab and the hot
+//! path names them by slot: a claim hashes no string and touches no key's text. Jobs without a fair key are not
 //! here (they stay in the lane's skip list); the lane treats them as one more key, the unkeyed
 //! one, whose pass this struct keeps too (`plain_pass`).
 
 use crate::order::ReadyKey;
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 /// The stride of weight 1. Divisible by every weight up to 16 and by most small ones beyond,
@@ -28,21 +30,56 @@ fn stride(weight: u32) -> u64 {
     STRIDE_UNIT / u64::from(weight.clamp(1, MAX_WEIGHT))
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Group {
+    name: Arc<str>,
     ready: BTreeSet<ReadyKey>,
     pass: u64,
+    stride: u64,
 }
 
-/// A seated key: its front job's priority, its pass, its front job's id.
-type Head = (u16, u64, u64, Arc<str>);
+impl Group {
+    fn head(&self, slot: Slot) -> Option<Head> {
+        let (priority, id) = *self.ready.first()?;
+        Some((priority, self.pass, id, slot))
+    }
+}
+
+type Slot = u32;
+
+/// A seated key: its front job's priority, its pass, its front job's id, its slot.
+type Head = (u16, u64, u64, Slot);
+
+/// Job ids hashed by a multiply-shift mix (splitmix64's finaliser): a few cycles where SipHash
+/// takes tens, and safe here because ids are handed out by the server, never chosen by a caller.
+#[derive(Debug, Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let mut x = self.0;
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^ (x >> 31)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct Fair {
-    groups: HashMap<Arc<str>, Group>,
+    slots: Vec<Option<Group>>,
+    free: Vec<Slot>,
+    names: HashMap<Arc<str>, Slot>,
     heads: BTreeSet<Head>,
-    /// A ready job's key and priority: removal arrives with the id alone.
-    owners: HashMap<u64, (Arc<str>, u16)>,
+    /// A ready job's slot and priority: removal arrives with the id alone.
+    owners: HashMap<u64, (Slot, u16), BuildHasherDefault<IdHasher>>,
     /// Weights set for this queue's keys (absent: 1); "" is the unkeyed jobs' weight.
     weights: HashMap<Arc<str>, u32>,
     /// The pass of the key served last.
@@ -70,76 +107,94 @@ impl Fair {
         self.weights.get(key).copied().unwrap_or(1)
     }
 
-    fn head_of(key: &Arc<str>, group: &Group) -> Option<Head> {
-        let (priority, id) = *group.ready.first()?;
-        Some((priority, group.pass, id, key.clone()))
+    fn group(&mut self, slot: Slot) -> &mut Group {
+        self.slots[slot as usize]
+            .as_mut()
+            .expect("a seated slot has a group")
+    }
+
+    /// The slot of `key`'s group, made (joining at the virtual time) if it has none.
+    fn seat(&mut self, key: &str) -> Slot {
+        if let Some(slot) = self.names.get(key) {
+            return *slot;
+        }
+        let name: Arc<str> = Arc::from(key);
+        let group = Group {
+            name: name.clone(),
+            ready: BTreeSet::new(),
+            pass: self.vtime,
+            stride: stride(self.weight(key)),
+        };
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(group);
+                slot
+            }
+            None => {
+                self.slots.push(Some(group));
+                Slot::try_from(self.slots.len() - 1).expect("fewer than 2^32 keys")
+            }
+        };
+        self.names.insert(name, slot);
+        slot
+    }
+
+    /// Change `slot`'s group with `change`, keeping its seat in `heads` right; a group left
+    /// without jobs is dropped.
+    fn update(&mut self, slot: Slot, change: impl FnOnce(&mut Group)) {
+        let group = self.slots[slot as usize]
+            .as_mut()
+            .expect("a seated slot has a group");
+        let old = group.head(slot);
+        change(group);
+        let new = group.head(slot);
+        let empty = group.ready.is_empty();
+        if old != new {
+            if let Some(old) = old {
+                self.heads.remove(&old);
+            }
+            self.heads.extend(new);
+        }
+        if empty {
+            let group = self.slots[slot as usize].take().expect("seated");
+            self.names.remove(&group.name);
+            self.free.push(slot);
+        }
     }
 
     pub fn insert(&mut self, job: ReadyKey, key: &str) {
-        if let Some((owner, priority)) = self.owners.get(&job.1) {
-            if *priority == job.0 && &**owner == key {
+        if let Some(&(slot, priority)) = self.owners.get(&job.1) {
+            if priority == job.0 && *self.group(slot).name == *key {
                 return; // the same hint again
             }
             self.remove(job.1); // moved to another priority or key
         }
-        let key: Arc<str> = match self.groups.get_key_value(key) {
-            Some((known, _)) => known.clone(),
-            None => Arc::from(key),
-        };
-        let vtime = self.vtime;
-        let group = self.groups.entry(key.clone()).or_insert_with(|| Group {
-            ready: BTreeSet::new(),
-            pass: vtime,
+        let slot = self.seat(key);
+        self.update(slot, |group| {
+            group.ready.insert(job);
         });
-        let old = Self::head_of(&key, group);
-        group.ready.insert(job);
-        let new = Self::head_of(&key, group);
-        if old != new {
-            if let Some(old) = old {
-                self.heads.remove(&old);
-            }
-            self.heads.extend(new);
-        }
-        self.owners.insert(job.1, (key, job.0));
+        self.owners.insert(job.1, (slot, job.0));
         self.len += 1;
     }
 
-    /// Remove a ready job (deleted, moved): false if it is not ready here.
     pub fn remove(&mut self, job_id: u64) -> bool {
-        let Some((key, priority)) = self.owners.remove(&job_id) else {
+        let Some((slot, priority)) = self.owners.remove(&job_id) else {
             return false;
         };
-        self.take_from(&key, (priority, job_id));
+        self.update(slot, |group| {
+            group.ready.remove(&(priority, job_id));
+        });
+        self.len -= 1;
         true
     }
 
-    fn take_from(&mut self, key: &Arc<str>, job: ReadyKey) {
-        let group = self.groups.get_mut(key).expect("an owned job has a group");
-        let old = Self::head_of(key, group);
-        group.ready.remove(&job);
-        let new = Self::head_of(key, group);
-        if old != new {
-            if let Some(old) = old {
-                self.heads.remove(&old);
-            }
-            self.heads.extend(new);
-        }
-        if group.ready.is_empty() {
-            self.groups.remove(key);
-        }
-        self.len -= 1;
-    }
-
-    /// The job a claim takes next among the keyed jobs, with its pass.
     pub fn peek(&self) -> Option<Offer> {
-        self.heads.first().map(|(priority, pass, id, _)| Offer {
-            priority: *priority,
-            pass: *pass,
-            id: *id,
-        })
+        self.heads
+            .first()
+            .map(|&(priority, pass, id, _)| Offer { priority, pass, id })
     }
 
-    /// The unkeyed jobs' offer for a front job `front`: the pass they are served at.
+    /// What the unkeyed jobs offer, their front being `front`: they bid as one more key.
     pub fn plain_offer(&self, front: ReadyKey) -> Offer {
         Offer {
             priority: front.0,
@@ -148,43 +203,42 @@ impl Fair {
         }
     }
 
-    /// Take `expected` if it is still the keyed jobs' next; its key's pass moves on.
+    /// Serve the keyed front `expected` (if it is still the front): the job leaves, and its key's
+    /// pass moves on by the key's stride.
     pub fn take(&mut self, expected: ReadyKey) -> bool {
-        let Some((priority, pass, id, key)) = self.heads.first().cloned() else {
+        let Some(&(priority, pass, id, slot)) = self.heads.first() else {
             return false;
         };
         if (priority, id) != expected {
             return false;
         }
         self.owners.remove(&id);
-        self.take_from(&key, expected);
+        self.update(slot, |group| {
+            group.ready.remove(&expected);
+            group.pass = pass + group.stride;
+        });
         self.vtime = self.vtime.max(pass);
-        let next = pass + stride(self.weight(&key));
-        if let Some(group) = self.groups.get_mut(&key) {
-            let old = Self::head_of(&key, group);
-            group.pass = next;
-            if let Some(old) = old {
-                self.heads.remove(&old);
-            }
-            self.heads.extend(Self::head_of(&key, group));
-        }
+        self.len -= 1;
         true
     }
 
-    /// An unkeyed job was taken: the unkeyed key's pass moves on.
+    /// An unkeyed job was served: the unkeyed bid's pass moves on.
     pub fn charge_plain(&mut self) {
         let pass = self.plain_pass.max(self.vtime);
         self.vtime = pass;
         self.plain_pass = pass + stride(self.weight(""));
     }
 
-    /// A key's share is in proportion to its weight (1 ..= MAX_WEIGHT; 1 forgets the setting).
+    /// A key's weight, 1 to MAX_WEIGHT (1 forgets it); it counts from the key's next turn.
     pub fn set_weight(&mut self, key: &str, weight: u32) {
         let weight = weight.clamp(1, MAX_WEIGHT);
         if weight == 1 {
             self.weights.remove(key);
         } else {
             self.weights.insert(Arc::from(key), weight);
+        }
+        if let Some(&slot) = self.names.get(key) {
+            self.group(slot).stride = stride(weight);
         }
     }
 
@@ -202,12 +256,12 @@ impl Fair {
     /// It runs under the lane's lock, so it never walks a key's jobs: the oldest is the lowest
     /// id among the first job of each priority, and only the top `limit` keys are sorted.
     pub fn busiest(&self, limit: usize) -> Vec<(String, usize, u64)> {
-        let mut all: Vec<(&Arc<str>, &Group)> = self.groups.iter().collect();
-        let most = |a: &(&Arc<str>, &Group), b: &(&Arc<str>, &Group)| {
-            b.1.ready
+        let mut all: Vec<&Group> = self.slots.iter().flatten().collect();
+        let most = |a: &&Group, b: &&Group| {
+            b.ready
                 .len()
-                .cmp(&a.1.ready.len())
-                .then_with(|| a.0.cmp(b.0))
+                .cmp(&a.ready.len())
+                .then_with(|| a.name.cmp(&b.name))
         };
         if limit < all.len() {
             if limit == 0 {
@@ -218,12 +272,18 @@ impl Fair {
         }
         all.sort_unstable_by(most);
         all.into_iter()
-            .map(|(key, group)| (key.to_string(), group.ready.len(), oldest(&group.ready)))
+            .map(|group| {
+                (
+                    group.name.to_string(),
+                    group.ready.len(),
+                    oldest(&group.ready),
+                )
+            })
             .collect()
     }
 
     pub fn keys(&self) -> usize {
-        self.groups.len()
+        self.names.len()
     }
 
     pub fn len(&self) -> usize {
@@ -236,7 +296,9 @@ impl Fair {
 
     /// Drop every ready job; weights stay (they are settings, not state).
     pub fn clear(&mut self) {
-        self.groups.clear();
+        self.slots.clear();
+        self.free.clear();
+        self.names.clear();
         self.heads.clear();
         self.owners.clear();
         self.len = 0;
