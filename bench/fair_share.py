@@ -53,7 +53,9 @@ async def fill(path: str, plan: list[tuple[str, int]]) -> None:
     batch = []
     for key, count in plan:
         for _ in range(count):
-            job = engine.new_job(len(batch), "fair_app.bulk", "fair", None, BULK, "application/json", fair_key=key)
+            job = engine.new_job(
+                len(batch), "fair_app.bulk", "fair", None, BULK, "application/json", fair_key=key
+            )
             batch.append(job)
             if len(batch) == 1000:
                 await engine.enqueue(batch)

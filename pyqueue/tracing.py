@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pyqueue import observers
+
 try:
     from opentelemetry import propagate, trace
     from opentelemetry.trace import Link, SpanKind, Status, StatusCode
@@ -21,13 +23,15 @@ except ImportError:  # the optional extra is not installed
 
 
 def context_headers() -> dict[str, str] | None:
-    """The current trace context as job headers; None when no span is active (or no opentelemetry).
-    Taken once per enqueue call, for all its jobs: the jobs of one call share the caller's span."""
+    """The current trace context as job headers (OpenTelemetry's, and those of a registered
+    observer such as Sentry's); None when there is none. Taken once per enqueue call, for all its
+    jobs: the jobs of one call share the caller's span."""
+    observed = observers.enqueue_headers()
     if not ENABLED or not trace.get_current_span().get_span_context().is_valid:
-        return None
+        return observed
     headers: dict[str, str] = {}
     propagate.inject(headers)
-    return headers
+    return {**headers, **observed} if observed else headers
 
 
 SDK_CHECK_EVERY_S = 1.0

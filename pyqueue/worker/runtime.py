@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pyqueue import observers
 from pyqueue.app import App, JobFunction
 from pyqueue.client import AsyncClient, AsyncTakeStream, Job
 from pyqueue.context import CurrentJob
@@ -270,6 +271,14 @@ class Worker:
             self._slots.release()
             self._hand_back_unknown(stream, job)
             return
+        with observers.watching(job) as watch:  # an integration's (Sentry's) view of the run
+            outcome, status = await self._attempt(stream, job, function)
+            watch.finished(outcome, status)
+
+    async def _attempt(
+        self, stream: AsyncTakeStream, job: Job, function: JobFunction[Any, Any]
+    ) -> tuple[AttemptOutcome, str | None]:
+        """Run the job and answer it; the outcome, and the job's status after the server's answer."""
         started = time.perf_counter()
         current = self._running[job.id] = CurrentJob(job, cancelled=job.id in self._cancelled)
         try:
@@ -304,8 +313,8 @@ class Worker:
             log.warning(
                 "job %d (%s) finished, but its stream is gone (%s); it will run again", job.id, job.type, exc
             )
-            return
-        await self._settle(answer, job)
+            return outcome, None
+        return outcome, await self._settle(answer, job)
 
     def _runner(self, function: JobFunction[Any, Any]) -> Any:
         if self._pool is not None:
@@ -364,11 +373,14 @@ class Worker:
                 log.info("last %.0fs: %s", self.config.summary_s, _delta_summary(self.counts, last))
                 last = Counter(self.counts)
 
-    async def _settle(self, answer: "asyncio.Future[Any]", job: Job) -> None:
+    async def _settle(self, answer: "asyncio.Future[Any]", job: Job) -> str | None:
+        """The job's status once the server took the outcome (None: it refused it)."""
         try:
-            await answer
+            status = await answer
         except PyQueueError as exc:
             log.warning("job %d (%s): the server refused the outcome: %s", job.id, job.type, exc)
+            return None
+        return "completed" if status is None else str(status)
 
 
 def _delta_summary(now: Counter[str], before: Counter[str]) -> str:

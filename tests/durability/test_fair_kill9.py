@@ -3,7 +3,6 @@ and two keys with jobs waiting take turns again at once (the turns are rebuilt f
 stored with the jobs; every key starts even)."""
 
 import threading
-import time
 
 import pytest
 from harness import ServerProcess, check_store
