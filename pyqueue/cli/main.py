@@ -9,6 +9,7 @@ from pyqueue.cli.check import check, repair
 from pyqueue.cli.cluster import cluster
 from pyqueue.cli.cron import cron
 from pyqueue.cli.jobs import enqueue, errors, job
+from pyqueue.cli.relay import relay
 from pyqueue.cli.serve import serve
 from pyqueue.cli.steer import cancel, delete, jobs, limit, pause, queues, resume, retry, update
 from pyqueue.cli.token import token
@@ -49,6 +50,7 @@ main.add_command(repair)
 main.add_command(backup)
 main.add_command(restore)
 main.add_command(worker)
+main.add_command(relay)
 main.add_command(workers)
 main.add_command(top)
 main.add_command(cron)

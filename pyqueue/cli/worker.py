@@ -65,6 +65,12 @@ def load_app(target: str) -> object:
     show_default=True,
     help="Seconds between summary lines (done, failed, timed out; 0: none).",
 )
+@click.option(
+    "--relay",
+    "relay_database",
+    default=None,
+    help="Also relay the app's outbox from this database (a SQLAlchemy URL), as `pyqueue relay` does.",
+)
 @log_options
 @click.pass_context
 def worker(
@@ -77,6 +83,7 @@ def worker(
     processes: int,
     log_jobs: bool,
     summary_every: float,
+    relay_database: str | None,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -86,6 +93,10 @@ def worker(
 
     setup_logging(log_level, log_format)
     os.environ.setdefault("PYQUEUE_WORKER_NAME", f"pyqueue worker {target}")  # ListWorkers shows it
+    if processes > 1 and relay_database:
+        raise click.BadParameter(
+            "give --relay to a worker of one process (or run `pyqueue relay`)", param_hint="--relay"
+        )
     if processes > 1:
         from pyqueue.worker.processes import run_processes
 
@@ -105,4 +116,14 @@ def worker(
         log_jobs=log_jobs,
         summary_s=summary_every,
     )
-    raise SystemExit(run_worker(app, config))
+    relaying = None
+    if relay_database:
+        from pyqueue.cli.relay import start_relay
+
+        relaying = start_relay(relay_database, app.address, "pyqueue_outbox", 500, 3600.0)
+    try:
+        code = run_worker(app, config)
+    finally:
+        if relaying is not None:
+            relaying.stop()
+    raise SystemExit(code)
