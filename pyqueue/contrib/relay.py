@@ -48,7 +48,7 @@ class RelayConfig:
     batch: int = 500  # rows per step (one enqueue call)
     keep_s: float = 3600.0  # a relayed job stays findable by its row's key this long (at least)
     idle_min_s: float = 0.005
-    idle_max_s: float = 0.1
+    idle_max_s: float = 0.02
     retry_s: float = 1.0  # the wait after the server could not be reached
 
 
