@@ -5,11 +5,17 @@ sharded server."""
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from harness import ServerProcess, assert_nothing_else_comes, check_store, json_call, queue_on
+from harness import (
+    ServerProcess,
+    assert_nothing_else_comes,
+    check_store,
+    json_call,
+    pyqueue_command,
+    queue_on,
+)
 
 import pyqueue
 
@@ -176,12 +182,7 @@ def test_an_app_takes_its_fair_key_from_an_argument(server: ServerProcess) -> No
 
 def test_the_cli_shows_keys_and_sets_weights(server: ServerProcess) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [sys.executable, "-m", "pyqueue", "--address", server.address, *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = pyqueue_command("--address", server.address, *args)
         assert result.returncode == 0, result.stdout + result.stderr
         return result
 
@@ -196,23 +197,7 @@ def test_the_cli_shows_keys_and_sets_weights(server: ServerProcess) -> None:
         ("big", 5, 1),
         ("small", 1, 4),
     ]
-    refused = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pyqueue",
-            "--address",
-            server.address,
-            "queues",
-            "--keys",
-            "k",
-            "--weight",
-            "x",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    refused = pyqueue_command("--address", server.address, "queues", "--keys", "k", "--weight", "x")
     assert refused.returncode != 0 and "KEY=N" in refused.stderr
 
 
