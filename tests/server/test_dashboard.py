@@ -108,6 +108,9 @@ def test_the_dashboard_shows_and_steers_the_queues(tmp_path, browser) -> None:  
             wait.until(lambda _: client.count_jobs(queue="mail", status="scheduled") == 0)
             with pytest.raises(pyqueue.errors.NotFound):
                 client.get_job(doomed.id)
+            # The page moves to the job list once it has the answer: wait for that before going
+            # elsewhere, or its move lands after ours.
+            wait.until(lambda b: b.current_url.endswith("#/jobs"))
 
             # The workers page lists a connected worker.
             with client.take("media"):
