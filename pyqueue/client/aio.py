@@ -195,6 +195,10 @@ class AsyncClient:
     async def get_job(self, job_id: int) -> Job:
         return await self._run(calls.get_job(job_id))
 
+    async def job_by_key(self, queue: str, unique_key: str) -> Job:
+        """The job that last took `unique_key` in `queue` (see Client.job_by_key)."""
+        return await self._run(calls.job_by_key(queue, unique_key))
+
     async def wait_job(self, job_id: int, timeout: float | None = None) -> Job:
         """The job once it is completed or dead, or as it is after `timeout` (see Client.wait_job)."""
         return await self._drive(calls.wait_job(job_id, timeout))

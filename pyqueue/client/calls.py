@@ -57,6 +57,11 @@ def get_job(job_id: int) -> Call[Job]:
     return Call("GetJob", pb.GetJobRequest(id=job_id), Job.from_pb, job_id=job_id)
 
 
+def job_by_key(queue: str, unique_key: str) -> Call[Job]:
+    request = pb.GetJobRequest(queue=queue, unique_key=unique_key)
+    return Call("GetJob", request, Job.from_pb)
+
+
 def wait_job(job_id: int, timeout: float | None) -> Steps[Job]:
     """The job once it has ended, or as it is after `timeout` seconds (None: no limit): one long
     wait at a time (the server answers when the job ends), at most a minute each."""

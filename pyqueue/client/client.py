@@ -285,6 +285,13 @@ class Client:
         job._client = self
         return job
 
+    def job_by_key(self, queue: str, unique_key: str) -> Job:
+        """The job that last took `unique_key` in `queue` (the newest, whatever its status, until
+        it is purged); NotFound when none holds it."""
+        job = self._run(calls.job_by_key(queue, unique_key))
+        job._client = self
+        return job
+
     def wait_job(self, job_id: int, timeout: float | None = None) -> Job:
         """The job once it is completed or dead, or as it is after `timeout` seconds (None: no
         limit). The server answers when the job ends (a long wait, one call a minute at most)."""

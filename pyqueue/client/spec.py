@@ -4,6 +4,7 @@ HTTP API as the keys of a job's mapping (`JOB_FIELDS`), `App` builds them from i
 A new option is a key here, a field in the proto, and the engine's path: nothing else.
 """
 
+import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Required, TypedDict
@@ -37,6 +38,9 @@ class JobOptions(TypedDict, total=False):
     - With `fold_key`, a JSON payload joins the waiting job of its queue with that key (keeping its
       place; `duplicate=True` says so), until it holds `fold_max` payloads (default 1000): the
       job's payload is the list of them (docs/workflows.md, folding).
+    - With `completed_result` (any JSON value), nothing runs: the job is recorded as completed
+      elsewhere with that return value, kept `keep_result` seconds (how Celery's result backend
+      keeps its outcomes: docs/celery.md); `job_by_key` finds the latest record by its unique key.
     """
 
     queue: str
@@ -56,6 +60,7 @@ class JobOptions(TypedDict, total=False):
     fair_key: str | None
     fold_key: str | None
     fold_max: int | None
+    completed_result: Any
 
 
 class JobSpec(JobOptions, total=False):
@@ -112,6 +117,8 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
     if spec.get("fold_key"):
         message.fold_key = spec["fold_key"]
         message.fold_max = spec.get("fold_max") or 0
+    if "completed_result" in spec:
+        message.completed_result = json.dumps(spec["completed_result"], separators=(",", ":")).encode()
     if spec.get("unique_key"):
         scope = spec.get("unique_scope", "queued")
         if scope not in SCOPES:

@@ -253,6 +253,7 @@ class Engine:
         fold_key: str = "",
         fold_max: int = 0,
         fair_key: str = "",
+        completed_result: bytes | None = None,
     ) -> NewJob:
         """Validate one job of an enqueue request against the limits. Every enqueued job passes
         here: the checks of fields left at 0 or None (in every range) are skipped."""
@@ -301,6 +302,10 @@ class Engine:
                 )
         if fold_key or fold_max:
             fold_max = check_fold(index, fold_key, fold_max, content_type, unique_key)
+        if completed_result is not None:
+            keep_result_ms = self._check_record(
+                index, completed_result, run_at_ms or delay_ms, fold_key, keep_result_ms
+            )
         options = b""
         if backoff is not None or keep_completed_ms is not None or headers or keep_result_ms is not None:
             options = JobOptions(backoff, keep_completed_ms, headers or None, keep_result_ms).encode()
@@ -320,7 +325,29 @@ class Engine:
             fold_key=fold_key,
             fold_max=fold_max,
             fair_key=fair_key,
+            completed_result=completed_result,
         )
+
+    def _check_record(
+        self, index: int, result: bytes, when: int, fold_key: str, keep_result_ms: int | None
+    ) -> int:
+        """A record of a job run elsewhere (NewJob.completed_result): its result is kept as an
+        ack's is, for its keep_result_ms (or the server's --keep-completed, when that keeps any)."""
+        self.config.limits.check_payload(index, len(result))
+        problem = payload_problem("application/json", result)
+        if problem:
+            raise InvalidArgument(f"job {index}: completed_result: {problem}")
+        if when or fold_key:
+            raise InvalidArgument(
+                f"job {index}: a completed record is stored done at once: give it no run_at, delay or fold key"
+            )
+        keep_ms = self.config.retry.keep_completed_ms if keep_result_ms is None else keep_result_ms
+        if keep_ms <= 0:
+            raise InvalidArgument(
+                f"job {index}: a completed record needs keep_result_ms above 0 (this server keeps no "
+                "completed job by default: --keep-completed 0)"
+            )
+        return keep_ms
 
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
         """Returns (id, duplicate) per job: a duplicate unique job is the existing one."""
@@ -328,7 +355,9 @@ class Engine:
         self.disk.check()
         started = time.perf_counter()
         created: list[tuple[int, bool]] = await self._submit(
-            requests.Enqueue(jobs, self.ids, self.memory, self.config.limits.max_payload_bytes)
+            requests.Enqueue(
+                jobs, self.ids, self.memory, self.config.limits.max_payload_bytes, self.config.retry
+            )
         )
         self.telemetry.enqueue_seconds.observe(time.perf_counter() - started)
         self.stats["enqueued"] += sum(1 for _, duplicate in created if not duplicate)
@@ -346,6 +375,25 @@ class Engine:
         if record.status == Status.COMPLETED and wants_result:
             result = self.store.get(Family.DATA, keys.result_key(job_id))
         return JobView(record, payload, result)
+
+    def job_by_key(self, queue: str, unique_key: str) -> JobView:
+        """The job that last took `unique_key` in `queue` (GetJobRequest.unique_key)."""
+        if not queue or not unique_key:
+            raise InvalidArgument("GetJob by unique key needs both the unique_key and its queue")
+        self.config.limits.check_name("queue", queue)
+        if len(unique_key.encode()) > 256 or not unique_key.isprintable():
+            raise InvalidArgument(
+                "the unique key must be printable (no control characters) and at most 256 bytes"
+            )
+        for stored in (scoped_unique_key(queue, unique_key), unique_key):  # held within the queue, or not
+            raw = self.store.get(Family.INDEX, keys.unique_key(stored))
+            if raw is None:
+                continue
+            with contextlib.suppress(NotFound):
+                view = self.get_job(int.from_bytes(raw, "big"))
+                if view.record.queue == queue:
+                    return view
+        raise NotFound(f"no job in queue {queue!r} holds the unique key {unique_key!r}")
 
     def job_queues(self, job_ids: list[int]) -> dict[int, str]:
         """The queue of each job that exists, by id: one read of their records, no payloads."""

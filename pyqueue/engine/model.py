@@ -44,6 +44,7 @@ class NewJob:
     fold_key: str = ""  # joins the waiting job of its queue with this key (engine/requests/producers.py)
     fold_max: int = 0  # payloads one folded job collects
     fair_key: str = ""  # within its priority, waits for this key's turn (fair share)
+    completed_result: bytes | None = None  # a record of a job run elsewhere: stored completed
 
 
 def new_record(job: NewJob, job_id: int, now: int, run_at_ms: int, options: bytes) -> JobRecord:

@@ -262,6 +262,8 @@ def queue_info(
 def new_job(engine: Engine, index: int, job: pb.NewJob, relative: bool = False) -> NewJob:
     """A NewJob from the wire, checked. `relative`: a workflow step's delay counts from when the
     step starts, so it is left to the step (not made a time now)."""
+    if relative and job.HasField("completed_result"):
+        raise InvalidArgument(f"job {index}: a workflow's step runs here: it cannot be a completed record")
     return engine.new_job(
         index,
         job.type,
@@ -286,4 +288,5 @@ def new_job(engine: Engine, index: int, job: pb.NewJob, relative: bool = False) 
         fold_key=job.fold_key,
         fold_max=job.fold_max,
         fair_key=job.fair_key,
+        completed_result=job.completed_result if job.HasField("completed_result") else None,
     )

@@ -133,7 +133,9 @@ class Guard:
         elif method in _BY_QUEUE:
             who.require(_BY_QUEUE[method], [request.queue])
         elif method in _BY_ID:
-            queue = self._queues_of([request.id]).get(request.id)
+            # GetJob by unique key names its queue: the lookup answers only within it.
+            by_key = method == "GetJob" and (request.unique_key or request.queue)
+            queue = (request.queue or "default") if by_key else self._queues_of([request.id]).get(request.id)
             roles = _BY_ID[method]
             if queue is not None and not any(who.may(role, queue) for role in roles):
                 who.require(roles[-1], [queue])

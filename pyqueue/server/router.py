@@ -219,7 +219,9 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
 
     @answered
     async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:
-        return cast(pb.Job, await self._forward(self._job_shard(request.id), "GetJob", request, context))
+        by_key = request.unique_key or request.queue  # by unique key: the queue's shard holds it
+        shard = self.topology.shard_of_queue(request.queue) if by_key else self._job_shard(request.id)
+        return cast(pb.Job, await self._forward(shard, "GetJob", request, context))
 
     @answered
     async def WaitJob(self, request: pb.WaitJobRequest, context: Context) -> pb.Job:

@@ -272,6 +272,8 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
     @answered
     async def GetJob(self, request: pb.GetJobRequest, context: Context) -> pb.Job:
         try:
+            if request.unique_key or request.queue:
+                return job_to_pb(self.engine.job_by_key(request.queue, request.unique_key))
             return job_to_pb(self.engine.get_job(request.id))
         except EngineError as exc:
             await abort(context, exc)

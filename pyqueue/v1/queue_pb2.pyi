@@ -237,6 +237,7 @@ class NewJob(_message.Message):
     FOLD_KEY_FIELD_NUMBER: _builtins.int
     FOLD_MAX_FIELD_NUMBER: _builtins.int
     FAIR_KEY_FIELD_NUMBER: _builtins.int
+    COMPLETED_RESULT_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     queue: _builtins.str
     """Empty means "default"."""
@@ -288,6 +289,12 @@ class NewJob(_message.Message):
     within a key; jobs without one take their turns as one key of their own. 1 to 128 bytes, no
     control characters; not with limit_key.
     """
+    completed_result: _builtins.bytes
+    """Record a job that ran elsewhere instead of running one: it is stored completed at once, with
+    this as its result (JSON), kept keep_result_ms (unset: the server's --keep-completed; one of them above 0). How an
+    outside runner keeps its outcomes in pyqueue (Celery's result backend, docs/celery.md); with a
+    unique key, GetJob finds the latest record by it. Not with run_at_ms, delay_ms or fold_key.
+    """
     @_builtins.property
     def backoff(self) -> Global___Backoff:
         """The backoff curve for this job's retries; unset means the server's."""
@@ -321,11 +328,14 @@ class NewJob(_message.Message):
         fold_key: _builtins.str = ...,
         fold_max: _builtins.int = ...,
         fair_key: _builtins.str = ...,
+        completed_result: _builtins.bytes | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "max_retries", b"max_retries", "priority", b"priority"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_completed_result", b"_completed_result", "_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "completed_result", b"completed_result", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "max_retries", b"max_retries", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "content_type", b"content_type", "delay_ms", b"delay_ms", "fair_key", b"fair_key", "fold_key", b"fold_key", "fold_max", b"fold_max", "headers", b"headers", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "limit_key", b"limit_key", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_completed_result", b"_completed_result", "_keep_completed_ms", b"_keep_completed_ms", "_keep_result_ms", b"_keep_result_ms", "_max_retries", b"_max_retries", "_priority", b"_priority", "backoff", b"backoff", "completed_result", b"completed_result", "content_type", b"content_type", "delay_ms", b"delay_ms", "fair_key", b"fair_key", "fold_key", b"fold_key", "fold_max", b"fold_max", "headers", b"headers", "keep_completed_ms", b"keep_completed_ms", "keep_result_ms", b"keep_result_ms", "limit_key", b"limit_key", "max_retries", b"max_retries", "payload", b"payload", "priority", b"priority", "queue", b"queue", "run_at_ms", b"run_at_ms", "timeout_ms", b"timeout_ms", "type", b"type", "unique_in_queue", b"unique_in_queue", "unique_key", b"unique_key", "unique_scope", b"unique_scope"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__completed_result: _TypeAlias = _typing.Literal["completed_result"]  # noqa: Y015
+    _WhichOneofArgType__completed_result: _TypeAlias = _typing.Literal["_completed_result", b"_completed_result"]  # noqa: Y015
     _WhichOneofReturnType__keep_completed_ms: _TypeAlias = _typing.Literal["keep_completed_ms"]  # noqa: Y015
     _WhichOneofArgType__keep_completed_ms: _TypeAlias = _typing.Literal["_keep_completed_ms", b"_keep_completed_ms"]  # noqa: Y015
     _WhichOneofReturnType__keep_result_ms: _TypeAlias = _typing.Literal["keep_result_ms"]  # noqa: Y015
@@ -334,6 +344,8 @@ class NewJob(_message.Message):
     _WhichOneofArgType__max_retries: _TypeAlias = _typing.Literal["_max_retries", b"_max_retries"]  # noqa: Y015
     _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
     _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__completed_result) -> _WhichOneofReturnType__completed_result | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_completed_ms) -> _WhichOneofReturnType__keep_completed_ms | None: ...
     @_typing.overload
@@ -481,15 +493,24 @@ class GetJobRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
+    UNIQUE_KEY_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    unique_key: _builtins.str
+    """Instead of `id`: the job that last took this unique key in `queue` (the newest holder, whatever
+    its status, until it is purged). Both or neither; NOT_FOUND when no job holds it.
+    """
+    queue: _builtins.str
     def __init__(
         self,
         *,
         id: _builtins.int = ...,
+        unique_key: _builtins.str = ...,
+        queue: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "queue", b"queue", "unique_key", b"unique_key"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

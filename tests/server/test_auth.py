@@ -54,10 +54,16 @@ def _cron(client: pyqueue.Client, queue: str, job_id: int) -> None:
     client.delete_cron(f"nightly-{queue}")
 
 
+def _by_key(client: pyqueue.Client, queue: str, job_id: int) -> None:
+    with pytest.raises(pyqueue.NotFound):  # allowed, and no job holds the key
+        client.job_by_key(queue, f"no-such-key-{job_id}")
+
+
 # (call, the roles any one of which allows it, what it does given a client, a queue and a fresh job)
 CALLS: list[tuple[str, tuple[str, ...], Callable[[pyqueue.Client, str, int], Any]]] = [
     ("enqueue", ("produce",), lambda c, q, j: c.enqueue("t", queue=q)),
     ("get", ("produce", "read"), lambda c, q, j: c.get_job(j)),
+    ("get by key", ("produce", "read"), _by_key),
     ("wait", ("produce", "read"), lambda c, q, j: c.wait_job(j, timeout=0.05)),
     ("take", ("work",), _take),
     ("list", ("read",), lambda c, q, j: list(c.list_jobs(queues=[q]))),

@@ -10,10 +10,11 @@ from pyqueue.engine.ids import IdGenerator
 from pyqueue.engine.memory import Memory
 from pyqueue.engine.model import NewJob, UniqueScope, new_record
 from pyqueue.engine.requests.base import Transitions
-from pyqueue.engine.retry import JobOptions
+from pyqueue.engine.retry import JobOptions, RetryPolicy
 from pyqueue.engine.view import BatchView, indexed
 from pyqueue.store import keys
-from pyqueue.store.records import Status
+from pyqueue.store.contract import Family
+from pyqueue.store.records import JobRecord, Status
 
 JSON = "application/json"
 DEFAULT_FOLD_MAX = 1000
@@ -40,12 +41,18 @@ def check_fold(index: int, fold_key: str, fold_max: int, content_type: str, uniq
 
 class Enqueue(Transitions):
     def __init__(
-        self, jobs: Sequence[NewJob], ids: IdGenerator, memory: Memory, max_payload_bytes: int = 1 << 20
+        self,
+        jobs: Sequence[NewJob],
+        ids: IdGenerator,
+        memory: Memory,
+        max_payload_bytes: int = 1 << 20,
+        policy: RetryPolicy | None = None,
     ) -> None:
         super().__init__(memory)
         self.jobs = jobs
         self.ids = ids
         self.max_payload_bytes = max_payload_bytes
+        self.policy = policy or RetryPolicy()
 
     def apply(self, view: BatchView) -> None:
         now = view.now_ms
@@ -62,6 +69,10 @@ class Enqueue(Transitions):
                     created.append((folded, True))
                     continue
             record = new_record(job, self.ids.next(now), now, job.run_at_ms, job.options)
+            if job.completed_result is not None:
+                self._record_completed(view, record, job)
+                created.append((record.id, False))
+                continue
             scheduled = record.status == Status.SCHEDULED
             if job.fold_key:
                 fold = {"k": job.fold_key, "m": job.fold_max, "n": 1}
@@ -73,6 +84,14 @@ class Enqueue(Transitions):
             (self.scheduled if scheduled else self.ready).append(record)
             created.append((record.id, False))
         self.result = created
+
+    def _record_completed(self, view: BatchView, record: JobRecord, job: NewJob) -> None:
+        """A job that ran elsewhere: stored completed with its result, never ready."""
+        assert job.completed_result is not None
+        view.create(record, job.payload)
+        view.batch.put(Family.DATA, keys.result_key(record.id), job.completed_result)
+        policy = self.policy.for_job(JobOptions.decode(record.options))
+        self.finish(view, record, Status.COMPLETED, policy.keep_completed_ms, job.completed_result)
 
     def _fold(self, view: BatchView, job: NewJob) -> int | None:
         """Join the waiting job of the fold key, if the rule allows: it waits (scheduled or ready),
