@@ -74,7 +74,7 @@ class NativeEnqueues:
             if kind == "status" and code == _UNIMPLEMENTED:
                 self._supported = False
                 return None
-            raise _error(kind, code, message, self._timeout) from None
+            raise wire_error(kind, code, message, self._timeout) from None
 
     def close(self) -> None:
         with self._lock:
@@ -83,7 +83,7 @@ class NativeEnqueues:
                 self._stream = None
 
 
-def _error(kind: str, code: int, message: str, timeout: float) -> PyQueueError:
+def wire_error(kind: str, code: int, message: str, timeout: float) -> PyQueueError:
     if kind == "deadline":
         return PyQueueError(f"no answer to an enqueue within {timeout}s")
     if kind in ("unsent", "broken", "ended"):

@@ -86,3 +86,41 @@ def test_tls_several_nodes_and_the_switch_keep_grpcio(monkeypatch) -> None:  # t
     assert not usable("h1:7411,h2:7411", tls=False)
     monkeypatch.setenv("PYQUEUE_TRANSPORT", "grpc")
     assert not usable("127.0.0.1:7411", tls=False)
+
+
+@pytest.mark.timeout(120)
+def test_a_forked_child_calls_natively_on_its_own_runtime(tmp_path: Path) -> None:
+    """A child forked after the parent's calls (Celery's prefork pool) inherits a runtime without
+    its thread: it must start its own, and the parent must go on with its own."""
+    import os
+    import signal
+    import time
+
+    from pyqueue._native import WireChannel
+    from pyqueue.v1 import queue_pb2 as pb
+
+    server = ServerProcess(tmp_path / "data").start()
+    request = pb.EnqueueRequest(jobs=[pb.NewJob(type="t")]).SerializeToString()
+    try:
+        parent = WireChannel(server.address, [], 1 << 20)
+        parent.unary("/pyqueue.v1.Queue/Enqueue", request, 10)
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 once its own call was answered
+            code = 1
+            try:
+                WireChannel(server.address, [], 1 << 20).unary("/pyqueue.v1.Queue/Enqueue", request, 10)
+                code = 0
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 60
+        while (ended := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if ended[0] == 0:  # hung on the parent's runtime: never leave it behind
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        assert ended[0] == pid and os.waitstatus_to_exitcode(ended[1]) == 0, "the child's call hung or failed"
+        parent.unary("/pyqueue.v1.Queue/Enqueue", request, 10)
+        with pyqueue.Client(server.address) as client:
+            assert client.count_jobs() == 3
+    finally:
+        server.close()

@@ -1,0 +1,221 @@
+"""Celery on pyqueue: Celery's own worker and beat (`celery -A proj worker`, `celery -A proj
+beat`) against a real `pyqueue serve`, with Celery's sample project unchanged but for its broker
+and backend URLs (tests/contrib/celery_proj). The test process is the producer."""
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import ProcessOutput, ServerProcess
+
+import pyqueue
+
+PROJ = Path(__file__).parent / "celery_proj"
+CELERY = [sys.executable, "-m", "celery", "-A", "proj"]
+
+
+class Celery:
+    """A `celery` command of the sample project, in its own process group (its pool with it)."""
+
+    def __init__(self, env: dict[str, str], *args: str, ready: str) -> None:
+        self.proc = subprocess.Popen(
+            [*CELERY, *args],
+            cwd=PROJ,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.output = ProcessOutput(self.proc)
+        self.output.wait_lines(ready, timeout=60)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Site:
+    def __init__(self, server: ServerProcess, marks: Path) -> None:
+        self.server = server
+        self.marks = marks
+        url = f"pyqueue://{server.address}"
+        self.env = {
+            **os.environ,
+            "CELERY_BROKER_URL": url,
+            "CELERY_RESULT_BACKEND": url,
+            "PROJ_MARKS": str(marks),
+            "PYTHONPATH": os.pathsep.join([str(PROJ), os.environ.get("PYTHONPATH", "")]),
+        }
+        self.client = pyqueue.Client(server.address)
+        self.started: list[Celery] = []
+
+    def worker(self, *queues: str, concurrency: int = 2, more: tuple[str, ...] = ()) -> Celery:
+        args = ["worker", "-l", "info", "-c", str(concurrency), "--without-mingle", "--without-gossip", *more]
+        worker = Celery(self.env, *args, "-Q", ",".join(queues or ("celery",)), ready="ready.")
+        self.started.append(worker)
+        return worker
+
+    def beat(self, tmp: Path) -> Celery:
+        beat = Celery(self.env, "beat", "-l", "info", "-s", str(tmp / "schedule"), ready="beat: Starting")
+        self.started.append(beat)
+        return beat
+
+    def runs(self, name: str) -> list[str]:
+        path = self.marks / name
+        return path.read_text().splitlines() if path.exists() else []
+
+    def wait_runs(self, name: str, count: int, timeout: float = 60) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while len(self.runs(name)) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(self.runs(name)) >= count, f"{name}: {len(self.runs(name))} runs, not {count}"
+        return self.runs(name)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    root = tmp_path_factory.mktemp("celery")
+    server = ServerProcess(root / "data", "--keep-completed", "600").start()
+    site = Site(server, root / "marks")
+    saved = {k: os.environ.get(k) for k in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "PROJ_MARKS")}
+    os.environ.update({k: site.env[k] for k in saved})
+    sys.path.insert(0, str(PROJ))
+    try:
+        yield site
+    finally:
+        for started in site.started:
+            started.kill()
+        site.client.close()
+        server.close()
+        sys.path.remove(str(PROJ))
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+@pytest.fixture(scope="module")
+def tasks(site: Site) -> Any:
+    """The sample project's tasks, as the producer imports them (after its URLs are set). A process
+    that sends tasks and is not started by the `celery` command imports pyqueue.contrib.celery
+    once: kombu has no entry point for transports (docs/celery.md)."""
+    importlib.import_module("pyqueue.contrib.celery")
+    return importlib.import_module("proj.tasks")
+
+
+@pytest.fixture(scope="module")
+def worker(site: Site) -> Celery:
+    # A new pool process for every task: each is forked from a worker whose stream is running,
+    # which is where a grpcio channel would hang (pyqueue/contrib/celery/calls.py).
+    return site.worker("celery", more=("--max-tasks-per-child", "1"))
+
+
+def test_delay_and_its_result_and_the_task_s_name_on_the_server(
+    site: Site, tasks: Any, worker: Celery
+) -> None:
+    result = tasks.add.delay(2, 3)
+    assert result.get(timeout=60) == 5 and result.state == "SUCCESS"
+    failed = tasks.boom.delay()
+    with pytest.raises(ValueError, match="boom"):
+        failed.get(timeout=60)
+    assert failed.state == "FAILURE"
+    (job,) = site.client.list_jobs(queues=["celery"], types=["proj.tasks.add"])
+    assert job.status == "completed"  # the task's name is the job's type
+    listed = subprocess.run(
+        [sys.executable, "-m", "pyqueue", "--address", site.server.address, "jobs", "--queue", "celery"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert "proj.tasks.add" in listed and "proj.tasks.boom" in listed
+
+
+def test_countdown_and_eta_wait_on_the_server_and_survive_the_worker(site: Site, tasks: Any) -> None:
+    worker = site.worker("later")
+    soon = tasks.add.apply_async((1, 1), countdown=3, queue="later")
+    at = tasks.mul.apply_async((2, 3), eta=datetime.now(UTC) + timedelta(seconds=3), queue="later")
+    waiting = site.client.list_jobs(queues=["later"], statuses=["scheduled"])
+    assert sorted(j.type for j in waiting) == ["proj.tasks.add", "proj.tasks.mul"]  # kept by the server
+    worker.kill()  # a worker that dies meanwhile held none of them
+    site.worker("later")
+    assert soon.get(timeout=60) == 2 and at.get(timeout=60) == 6
+
+
+def test_queues_priorities_and_expires(site: Site, tasks: Any, tmp_path: Path) -> None:
+    low = [tasks.slow.apply_async((f"low{i}", 0), queue="ranked", priority=0) for i in range(3)]
+    high = tasks.slow.apply_async(("high", 0), queue="ranked", priority=9)
+    expired = tasks.add.apply_async((1, 1), queue="ranked", expires=datetime.now(UTC) - timedelta(seconds=1))
+    elsewhere = tasks.add.apply_async((1, 1), queue="unserved")
+    site.worker("ranked", concurrency=1)
+    assert [r.get(timeout=60) for r in (high, *low)] == ["high", "low0", "low1", "low2"]
+    started = {name: (site.marks / f"{name}.started").stat().st_mtime_ns for name in ("high", "low0")}
+    assert started["high"] < started["low0"]  # the higher priority ran first, though sent last
+    with pytest.raises(Exception, match=r"revoked|expired"):
+        expired.get(timeout=60)
+    assert expired.state == "REVOKED"
+    assert elsewhere.state == "PENDING"
+    assert site.client.count_jobs(queues=["unserved"], statuses=["ready"]) == 1
+
+
+def test_chain_group_and_chord(site: Site, tasks: Any, worker: Celery) -> None:
+    from celery import chain, chord, group
+
+    assert chain(tasks.add.s(2, 2), tasks.mul.s(8))().get(timeout=60) == 32
+    assert group(tasks.add.s(i, i) for i in range(5))().get(timeout=60) == [0, 2, 4, 6, 8]
+    assert chord((tasks.add.s(i, i) for i in range(5)), tasks.xsum.s())().get(timeout=60) == 20
+
+
+def test_self_retry_with_a_countdown(site: Site, tasks: Any, worker: Celery) -> None:
+    result = tasks.flaky.delay("flaky", 2)
+    assert result.get(timeout=60) == 3
+    assert len(site.runs("flaky")) == 3
+
+
+def test_acks_late_task_of_a_killed_worker_runs_again_once(site: Site, tasks: Any) -> None:
+    first = site.worker("fragile", concurrency=1)
+    result = tasks.slow.apply_async(("fragile", 2), queue="fragile")
+    site.wait_runs("fragile.started", 1)
+    first.kill()  # SIGKILL, the pool with it, mid-task
+    site.worker("fragile", concurrency=1)
+    assert result.get(timeout=60) == "fragile"
+    assert len(site.runs("fragile.started")) == 2 and len(site.runs("fragile.done")) == 1
+
+
+def test_revoke_cancels_a_waiting_task(site: Site, tasks: Any, worker: Celery) -> None:
+    doomed = tasks.slow.apply_async(("doomed", 0), countdown=1)
+    doomed.revoke()
+    assert doomed.state == "REVOKED"
+    cancelled = site.client.list_jobs(queues=["celery"], types=["proj.tasks.slow"], statuses=["cancelled"])
+    assert len(list(cancelled)) == 1
+    # Absence by a positive signal: a task due after it has run, and the revoked one did not.
+    assert tasks.slow.apply_async(("after", 0), countdown=2).get(timeout=60) == "after"
+    assert site.runs("doomed.started") == []
+
+
+def test_beat_sends_the_periodic_task(site: Site, tasks: Any, worker: Celery, tmp_path: Path) -> None:
+    site.beat(tmp_path)
+    site.wait_runs("tick", 2)
+
+
+def test_the_celery_command_shows_the_broker_s_queues(site: Site, worker: Celery) -> None:
+    shown = subprocess.run(
+        [*CELERY, "pyqueue"], cwd=PROJ, env=site.env, capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "celery.results" in shown.stdout
