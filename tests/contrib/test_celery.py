@@ -130,7 +130,9 @@ def test_delay_and_its_result_and_the_task_s_name_on_the_server(
     site: Site, tasks: Any, worker: Celery
 ) -> None:
     result = tasks.add.delay(2, 3)
-    assert result.get(timeout=60) == 5 and result.state == "SUCCESS"
+    assert result.get(timeout=60) == 5 and result.state == "SUCCESS" and result.ready()
+    result.forget()
+    assert result.state == "PENDING"
     failed = tasks.boom.delay()
     with pytest.raises(ValueError, match="boom"):
         failed.get(timeout=60)
@@ -219,3 +221,15 @@ def test_the_celery_command_shows_the_broker_s_queues(site: Site, worker: Celery
     )
     assert shown.returncode == 0, shown.stderr
     assert "celery.results" in shown.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_server_restart_under_the_worker_loses_nothing(
+    site: Site, tasks: Any, worker: Celery, how: str
+) -> None:
+    waiting = tasks.add.apply_async((20, 22), countdown=1)
+    site.server.stop() if how == "stop" else site.server.kill()
+    site.server.restart()
+    assert waiting.get(timeout=120) == 42  # kept on disk, delivered once the worker is back
+    assert tasks.add.delay(1, 2).get(timeout=120) == 3

@@ -220,8 +220,12 @@ class Transport(virtual.Transport):
         return tuple(queues), prefetch or DEFAULT_PREFETCH
 
     def _consuming(self) -> TakeStream | MultiTakeStream | None:
+        if self._stream is not None and self._stream.server_stopping:
+            # The server is going away: the jobs taken here are still answered on this stream
+            # (each job keeps it), and the next one comes on a stream to the server that is back.
+            self._stream, self._subscribed = None, ((), 0)
         wanted = self._wanted()
-        if wanted != self._subscribed and not self._held:
+        if self._stream is None or (wanted != self._subscribed and not self._held):
             if self._stream is not None:
                 self._stream.close()
                 self._stream = None
@@ -236,9 +240,9 @@ class Transport(virtual.Transport):
             raise TimeoutError()
         try:
             job = stream.next(timeout=timeout)
-        except Unavailable:
+        except Unavailable:  # Celery reconnects: the server gives the jobs held here to others
             self._stream, self._subscribed = None, ((), 0)
-            self._held.clear()  # the server gives those jobs to other workers
+            self._held.clear()
             raise
         if job is None:
             raise TimeoutError()
