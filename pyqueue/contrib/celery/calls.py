@@ -23,6 +23,7 @@ from pyqueue._native import WireChannel, WireError
 from pyqueue.client import calls, native_wire
 from pyqueue.client.calls import Call
 from pyqueue.client.job import Job
+from pyqueue.client.native_wire import NativeEnqueues
 from pyqueue.client.spec import new_job_message
 from pyqueue.errors import NotFound
 from pyqueue.v1 import queue_pb2 as pb
@@ -43,6 +44,8 @@ class UnaryCalls:
         self._lock = threading.Lock()
         self._channel: Any = None
         self._channel_pid = 0
+        self._stream: NativeEnqueues | None = None  # single enqueues on a kept-open EnqueueStream
+        self._stream_pid = 0
         self._client: pyqueue.Client | None = None
         self._client_pid = 0
 
@@ -77,8 +80,27 @@ class UnaryCalls:
 
     # What Celery's transport and backend ask.
     def enqueue(self, specs: Iterable[Mapping[str, Any]]) -> list[int]:
-        request = pb.EnqueueRequest(jobs=[new_job_message(spec) for spec in specs])
-        return self.run(Call("Enqueue", request, lambda answer: [j.id for j in answer.jobs]))
+        jobs = [new_job_message(spec) for spec in specs]
+        if not self._native:
+            return self._unary(jobs)
+        return [enqueued.id for enqueued in self._enqueues().send(jobs)]
+
+    def _unary(self, jobs: list[pb.NewJob]) -> list[int]:
+        return self.run(
+            Call("Enqueue", pb.EnqueueRequest(jobs=jobs), lambda answer: [j.id for j in answer.jobs])
+        )
+
+    def _enqueues(self) -> NativeEnqueues:
+        with self._lock:
+            if self._stream is None or self._stream_pid != os.getpid():
+                metadata = [("authorization", f"Bearer {self._token}")] if self._token else []
+                self._stream = NativeEnqueues(self.address, metadata, self._unary_answers, self.timeout)
+                self._stream_pid = os.getpid()
+            return self._stream
+
+    def _unary_answers(self, jobs: list[pb.NewJob]) -> list[pb.Enqueued]:
+        """A server without EnqueueStream: one Enqueue call."""
+        return self.run(Call("Enqueue", pb.EnqueueRequest(jobs=jobs), lambda answer: list(answer.jobs)))
 
     def job_by_key(self, queue: str, unique_key: str) -> Job:
         return self.run(calls.job_by_key(queue, unique_key))
@@ -103,4 +125,7 @@ class UnaryCalls:
         with self._lock:
             if self._client is not None and self._client_pid == os.getpid():
                 self._client.close()
+            if self._stream is not None and self._stream_pid == os.getpid():
+                self._stream.close()
+            self._stream = None
             self._client = self._channel = None
