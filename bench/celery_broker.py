@@ -4,7 +4,9 @@
 
 The same Celery app (bench/apps/celery_broker_app.py: a no-op task that appends one line to a
 file, results ignored, prefetch multiplier 4, acks on receipt: Celery's defaults) on two brokers:
-Redis 7 (appendonly yes, appendfsync everysec) and `pyqueue serve --shards 1` (fsync, its default).
+Redis 7 (appendonly yes, appendfsync everysec), `pyqueue serve --shards 1` (fsync, its default) and
+the same with `--commit-mode buffered` (written to the OS before the answer, fsync'd within a
+moment: the nearest to Redis's everysec).
 Rounds interleave the brokers. Per round and broker:
 - enqueue: one sequential producer, `noop.delay(n)` for `--jobs` jobs: jobs/s;
 - drain: the queued jobs, from the worker's "ready" line to the last run counted in the file, with
@@ -29,6 +31,7 @@ sys.path[:0] = [str(HERE.parent / "tests"), str(HERE / "apps")]
 from harness import ProcessOutput, ServerProcess  # noqa: E402
 
 REDIS_DURABILITY = ["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""]
+BROKERS = ("redis", "pyqueue", "pyqueue-buffered")
 POOLS = {"solo": ["--pool=solo"], "prefork2": ["--pool=prefork", "-c", "2"]}
 
 
@@ -118,7 +121,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for round_ in range(args.rounds):
-            for broker_name in ("redis", "pyqueue"):
+            for broker_name in BROKERS:
                 for phase, pool in POOLS.items():
                     runs_file = root / f"runs-{broker_name}-{round_}-{phase}"
                     data = root / f"{broker_name}-{round_}-{phase}"
@@ -126,7 +129,8 @@ def main() -> None:
                     if broker_name == "redis":
                         server, url = start_redis(data)
                     else:
-                        pq = ServerProcess(data / "data").start()
+                        mode = "buffered" if broker_name == "pyqueue-buffered" else "fsync"
+                        pq = ServerProcess(data / "data", "--commit-mode", mode).start()
                         url = f"pyqueue://{pq.address}"
                     try:
                         rate = enqueue(url, runs_file, args.jobs)
@@ -154,16 +158,16 @@ def main() -> None:
                         flush=True,
                     )
     print(f"\n{args.jobs} jobs per phase, {args.rounds} rounds, medians (jobs/s):\n")
-    print("| | Celery on Redis | Celery on pyqueue | pyqueue / Redis |")
-    print("|---|---|---|---|")
+    print("| | Celery on Redis (everysec) | on pyqueue (fsync) | on pyqueue (buffered) | fsync / Redis |")
+    print("|---|---|---|---|---|")
     rows = {
         "enqueue, one sequential producer": "enqueue",
         "worker --pool=solo": "drain solo",
         "worker --pool=prefork -c 2": "drain prefork2",
     }
     for label, key in rows.items():
-        r, p = (median_of(figures[broker], key) for broker in ("redis", "pyqueue"))
-        print(f"| {label} | {r:,.0f} | {p:,.0f} | {p / r:.2f} |")
+        r, p, b = (median_of(figures[broker], key) for broker in BROKERS)
+        print(f"| {label} | {r:,.0f} | {p:,.0f} | {b:,.0f} | {p / r:.2f} |")
 
 
 if __name__ == "__main__":
