@@ -37,7 +37,9 @@ pub fn runtime() -> &'static Runtime {
         // SAFETY: set below before OWNER names this process, and never freed.
         return unsafe { &*RUNTIME.load(Ordering::Acquire) };
     }
-    let _starting = STARTING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _starting = STARTING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if OWNER.load(Ordering::Acquire) != pid {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
