@@ -128,14 +128,6 @@ class Channel(virtual.Channel):
             return queues
         return [routing_key or exchange]
 
-    def basic_consume(self, queue: str, no_ack: bool, callback: Any, consumer_tag: str, **kwargs: Any) -> Any:
-        super().basic_consume(queue, no_ack, callback, consumer_tag, **kwargs)
-        self.connection.consumers_changed()
-
-    def basic_cancel(self, consumer_tag: str) -> Any:
-        super().basic_cancel(consumer_tag)
-        self.connection.consumers_changed()
-
     def basic_ack(self, delivery_tag: str, multiple: bool = False) -> None:
         super().basic_ack(delivery_tag)
         self.connection.answer(delivery_tag, "ack")
@@ -210,10 +202,9 @@ class Transport(virtual.Transport):
         revoke(self.server(), [task_ids] if isinstance(task_ids, str) else list(task_ids))
 
     # Consuming.
-    def consumers_changed(self) -> None:
-        """A consumer came or went: the next drain opens the stream anew once nothing is held."""
-
     def _wanted(self) -> tuple[tuple[str, ...], int]:
+        """The queues consumed and the prefetch: a change opens the stream anew at the next drain,
+        once nothing taken on the old one is unanswered."""
         queues = sorted({q for channel in self.channels for q in channel._active_queues})
         counts = [channel.qos.prefetch_count for channel in self.channels if channel._active_queues]
         prefetch = max(counts, default=0)
