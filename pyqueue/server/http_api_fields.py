@@ -93,6 +93,7 @@ _FIELD_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "unique_key": (_text, "a string"),
     "unique_scope": (_text, "a string"),
     "unique_in_queue": (lambda v: isinstance(v, bool), "true or false"),
+    "completed_result": (lambda v: True, "any JSON value"),  # a record's result, as the payload is any
     "limit_key": (_text, "a string"),
     "fair_key": (_text, "a string"),
     "fold_key": (_text, "a string"),

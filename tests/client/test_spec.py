@@ -26,6 +26,7 @@ SET: JobOptions = {
     "fair_key": "tenant-1",
     "fold_key": "digest",
     "fold_max": 10,
+    "completed_result": {"ok": True},
 }
 
 
