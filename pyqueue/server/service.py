@@ -1,6 +1,7 @@
 """The Queue servicer: protobuf in, engine calls, protobuf out."""
 
 import asyncio
+import contextlib
 from collections import Counter
 
 import grpc
@@ -290,16 +291,16 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
     async def Take(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
         limit = self.engine.config.limits.max_streams
         if len(self.streams) >= limit:
-            await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            await _refuse_take(
+                context,
                 f"{limit} worker streams are open, the most this server takes (--max-streams); "
                 "retry later, or share streams between fewer processes",
             )
         client = _client_of(context)
         share = self.engine.config.limits.max_streams_per_connection
         if self._streams_of[client] >= share:
-            await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            await _refuse_take(
+                context,
                 f"this connection holds {share} worker streams, the most one may "
                 "(--max-streams-per-connection); close some, or open another connection",
             )
@@ -392,6 +393,8 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
 
 MAX_WAIT_MS = 60_000  # one WaitJob call; clients wait longer by calling again
 
+_REFUSAL_READ_S = 5.0  # a refused Take waits this long for its subscribe (see _refuse_take)
+
 _CRON_ACTIONS = {
     pb.CRON_ACTION_PAUSE: "pause",
     pb.CRON_ACTION_RESUME: "resume",
@@ -408,3 +411,14 @@ def _client_of(context: Context) -> str:
     if forwarded and peer.startswith(("ipv4:127.", "ipv6:[::1]")):
         return f"{peer} for {forwarded!s}"
     return peer
+
+
+async def _refuse_take(context: Context, message: str) -> None:
+    """RESOURCE_EXHAUSTED, once the stream's subscribe is read (or a few seconds have passed).
+
+    An asyncio grpcio client (the router's call to its shard, AsyncClient) whose first write is
+    still on its way when the status arrives reports INTERNAL "Internal error from Core" instead
+    of our status (grpc/grpc#36066); once the server has read that write, it cannot race."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(context.read(), _REFUSAL_READ_S)
+    await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
