@@ -90,6 +90,10 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
     unknown = set(spec) - JOB_FIELDS
     if unknown:
         raise TypeError(f"unknown job fields: {', '.join(sorted(unknown))}")
+    for name in ("type", "queue"):  # protobuf's own message for these is "bad argument type"
+        value = spec.get(name, "")
+        if not isinstance(value, str):
+            raise TypeError(f"a job's {name} is a str, not {type(value).__name__}: {value!r:.80}")
     raw, content_type = codec.encode(spec.get("payload"))
     message = pb.NewJob(
         type=spec["type"],

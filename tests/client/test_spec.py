@@ -52,3 +52,10 @@ def test_every_option_changes_the_message_and_the_lists_agree() -> None:
 def test_an_unknown_option_is_refused_by_name() -> None:
     with pytest.raises(TypeError, match="unknown job fields: colour"):
         new_job_message({"type": "t", "colour": "red"})
+
+
+def test_a_type_or_queue_that_is_not_a_str_is_refused_by_name() -> None:
+    with pytest.raises(TypeError, match="a job's type is a str, not dict"):
+        new_job_message({"type": {"type": "t"}})
+    with pytest.raises(TypeError, match="a job's queue is a str, not int"):
+        new_job_message({"type": "t", "queue": 7})
