@@ -3,9 +3,10 @@ make one kind of read back to back (another process), in quiet and flood phases 
 interleaved, on one server with 300 busy queues. Per kind: the producer's calls, p50 and p99 in
 each phase, and the ratios the target holds them to (p99 within 2x of quiet, calls within 20%).
 
-    python bench/read_flood.py [--seconds 3] [--rounds 2] [--kinds history,list_jobs,...]
+    python bench/read_flood.py [--seconds 3] [--rounds 2] [--kinds history,list_jobs,...] [--read-share 0.1]
 
-Kinds: history (as the dashboard asks: the total), history_queue (one queue's chart),
+Kinds: none (the control: the flooding process is there and reads nothing, so the ratios it
+gets are the machine's own noise), history (as the dashboard asks: the total), history_queue (one queue's chart),
 history_every (every queue's hour, what an old client asks), list_jobs (a page of 100),
 count_jobs (every job), list_batches, list_workers, metrics (GET /metrics), dashboard_queues
 (GET /api/queues). The server: 1 shard, fsync, 300 queues of 50 ready jobs each, with an hour's
@@ -31,6 +32,7 @@ from harness import ServerProcess  # noqa: E402
 import pyqueue  # noqa: E402
 
 KINDS = (
+    "none",
     "history",
     "history_queue",
     "history_every",
@@ -45,7 +47,9 @@ QUEUES = [f"busy-{i:03d}" for i in range(300)]
 
 
 def one_read(kind: str, client: pyqueue.Client, http: str) -> None:
-    if kind == "history":
+    if kind == "none":
+        time.sleep(0.01)  # the control: a flood phase with no reads in it
+    elif kind == "history":
         client.history(total=True)
     elif kind == "history_queue":
         client.history(QUEUES[7])
@@ -66,15 +70,21 @@ def one_read(kind: str, client: pyqueue.Client, http: str) -> None:
 
 
 def flood(kind: str, address: str, http: str, seconds: float) -> None:
-    """4 callers, back to back, for `seconds`; prints how many reads they made."""
+    """4 callers, back to back, for `seconds` once told to go; prints how many reads they made.
+    The process starts and connects before the phase does (it prints "ready", then waits for a
+    line), so the flood phase measures the reads, not an interpreter starting up."""
+    clients = [pyqueue.Client(address) for _ in range(4)]
+    for client in clients:
+        one_read(kind, client, http)
+    print("ready", flush=True)
+    sys.stdin.readline()
     end = time.monotonic() + seconds
     done = [0] * 4
 
     def caller(n: int) -> None:
-        with pyqueue.Client(address) as client:
-            while time.monotonic() < end:
-                one_read(kind, client, http)
-                done[n] += 1
+        while time.monotonic() < end:
+            one_read(kind, clients[n], http)
+            done[n] += 1
 
     threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
     for t in threads:
@@ -129,6 +139,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--read-share", help="the server's --read-share (its default when not given)")
     parser.add_argument(
         "--flood", nargs=3, metavar=("KIND", "ADDRESS", "HTTP"), help="be the flooding process"
     )
@@ -137,7 +148,8 @@ def main() -> None:
         flood(*args.flood, args.seconds)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        server = ServerProcess(Path(tmp) / "data").start()
+        share = ["--read-share", args.read_share] if args.read_share else []
+        server = ServerProcess(Path(tmp) / "data", *share).start()
         holders = fill(server)
         try:
             rows = []
@@ -150,10 +162,13 @@ def main() -> None:
                     flooder = subprocess.Popen(
                         [sys.executable, __file__, "--seconds", str(args.seconds), "--flood", kind,
                          server.address, server.http_address],
-                        stdout=subprocess.PIPE, text=True,
+                        stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
                     )  # fmt: skip
+                    assert flooder.stdout is not None and flooder.stdin is not None
+                    assert flooder.stdout.readline().strip() == "ready"
+                    flooder.stdin.write("go\n")
+                    flooder.stdin.flush()
                     b = phase(server.address, args.seconds, flooder)
-                    assert flooder.stdout is not None
                     reads += int(flooder.stdout.read().strip() or 0)
                     quiet += q
                     busy += b
