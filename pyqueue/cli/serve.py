@@ -111,6 +111,14 @@ def check_server_installed() -> None:
     "take every --max-streams slot.",
 )
 @click.option(
+    "--read-share",
+    type=click.FloatRange(0.001, 1.0),
+    default=0.02,
+    show_default=True,
+    help="The share of a shard's loop that reads (listings, counts, history, the dashboard) may take "
+    "while work comes in; callers that read back to back wait for their turn. 1: reads never wait.",
+)
+@click.option(
     "--max-connections",
     type=int,
     default=None,

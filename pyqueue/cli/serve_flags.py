@@ -39,6 +39,7 @@ class ServeFlags:
     max_stream_bytes: int
     max_http_connections: int | None
     max_http_body_bytes: int
+    read_share: float
     http_read_timeout: float
     max_retries: int
     backoff: tuple[float, float, float]
@@ -172,6 +173,7 @@ class ServeFlags:
             advertise=advertised_host(self.listen, self.advertise),
             http_allow_hosts=self.http_allow_hosts,
             unique_per_queue=not self.unique_across_queues,
+            read_share=self.read_share,
             retry=self.retry(),
             cluster=self.cluster(),
             relay_secret=take_from_environment(),

@@ -36,11 +36,18 @@ WORK = frozenset({"Enqueue", "EnqueueWorkflow", "AddToBatch"})
 
 @dataclass(frozen=True, slots=True)
 class ReadShareConfig:
-    share: float = 0.1  # of the loop's time, for reads, while writes come in
+    # Of the loop's time, for reads, while writes come in. A read holds the loop for its whole
+    # answer (grpc encodes it in one piece), and an enqueue that comes meanwhile waits: at a tenth,
+    # one in ten enqueues met a read and the producer's p99 doubled to tripled (bench/read_flood.py);
+    # at a fiftieth, one in fifty does, which a p99 hardly sees.
+    share: float = 0.02
     busy_s: float = 0.2  # a write this recent means work is coming in
     # What a call costs grpc's Python layer before and after the handler, which the handler's own
     # time does not see (MEASURED.md: 200-300 us of server CPU a unary call).
     call_cost_s: float = 0.0003
+    # The longest pause after one read. A read of megabytes (every queue's history) would
+    # otherwise hold the next caller past its deadline; such reads get more than their share.
+    max_pause_s: float = 2.0
 
 
 class ReadShare:
@@ -66,8 +73,11 @@ class ReadShare:
         caller's next read comes no sooner: 0 on a quiet server."""
         if not self.busy():
             return 0.0
+        return self._pause(spent_s + self.config.call_cost_s)
+
+    def _pause(self, spent_s: float) -> float:
         share = self.config.share
-        return (spent_s + self.config.call_cost_s) * (1 - share) / share
+        return min(spent_s * (1 - share) / share, self.config.max_pause_s)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[None]:
@@ -81,5 +91,4 @@ class ReadShare:
                 yield
             finally:
                 spent = self._clock() - started + self.config.call_cost_s
-                share = self.config.share
-                self._next_at = self._clock() + spent * (1 - share) / share
+                self._next_at = self._clock() + self._pause(spent)

@@ -25,7 +25,7 @@ from pyqueue.server.auth import METADATA_KEY
 from pyqueue.server.convert import enqueue_refusal
 from pyqueue.server.fan_out import take_across
 from pyqueue.server.fresh import Fresh
-from pyqueue.server.read_share import ReadShare
+from pyqueue.server.read_share import ReadShare, ReadShareConfig
 from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.router_workflows import RouterWorkflowCalls
 from pyqueue.server.status import EOF, AnsweringStreams, Context, abort, answer_each, answered
@@ -43,7 +43,13 @@ def forwarded(context: Context) -> tuple[tuple[str, str | bytes], ...]:
 
 
 class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
-    def __init__(self, topology: Topology, dial: Sequence[str], max_message_bytes: int = 64 << 20) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        dial: Sequence[str],
+        max_message_bytes: int = 64 << 20,
+        read_share: float = ReadShareConfig.share,
+    ) -> None:
         self.topology = topology  # as clients are told (advertised addresses)
         # The same message limits as the public server and the shards: a job any of them accepts
         # passes through here too.
@@ -56,7 +62,8 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
         self.enqueue_streams = AnsweringStreams()
         self.stubs = [pb_grpc.QueueStub(c) for c in self.channels]
         self._metrics = Fresh(self._build_metrics)
-        self.reads = ReadShare()  # how reads share the loop with writes (the handlers' too)
+        # How reads share the loop with writes (the handlers' too).
+        self.reads = ReadShare(ReadShareConfig(share=read_share))
         self._metrics_metadata: tuple[tuple[str, str | bytes], ...] = ()
 
     async def moved(

@@ -24,7 +24,7 @@ from pyqueue.server.convert import (
     queue_info,
 )
 from pyqueue.server.fresh import Fresh
-from pyqueue.server.read_share import ReadShare
+from pyqueue.server.read_share import ReadShare, ReadShareConfig
 from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.status import AnsweringStreams, Context, abort, answer_each, answered
 from pyqueue.server.take import ServerTakeStream, StrayPacer
@@ -44,7 +44,8 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
         self.enqueue_streams = AnsweringStreams()
         self.address = config.listen  # the bound address, set once listening
         self._metrics = Fresh(self._build_metrics)
-        self.reads = ReadShare()  # how reads share the loop with writes (the handlers' too)
+        # How reads share the loop with writes (the handlers' too).
+        self.reads = ReadShare(ReadShareConfig(share=config.read_share))
 
     @answered
     async def Enqueue(self, request: pb.EnqueueRequest, context: Context) -> pb.EnqueueResponse:

@@ -380,7 +380,7 @@ async def supervise(
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    router = Router(topology, [p.dial for p in processes], config.max_message_bytes)
+    router = Router(topology, [p.dial for p in processes], config.max_message_bytes, config.read_share)
     following = await _follow_owners(nodes, router, config.tls) if nodes is not None else None
     carriers = start_relays(shards, lambda shard: router.stubs[shard], relay_secret)
     authority = Authority.load(config.auth_file) if config.auth_file else None

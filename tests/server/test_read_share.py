@@ -5,7 +5,7 @@ import asyncio
 import threading
 from pathlib import Path
 
-from harness import ServerProcess
+from harness import ServerProcess, serve_once
 
 import pyqueue
 from pyqueue.server.fresh import Fresh
@@ -45,6 +45,21 @@ async def test_while_work_comes_in_reads_keep_to_their_share() -> None:
     assert share.pause_for(0.01) == 0.0
     share.note_write()
     assert abs(share.pause_for(0.01) - 0.03) < 1e-9
+
+
+async def test_one_pause_is_at_most_max_pause_s() -> None:
+    """A read of megabytes is followed by at most `max_pause_s`, so the next caller's deadline
+    is not spent waiting (at a fiftieth, 10 s of reading would pause the next read 490 s)."""
+    clock = Clock()
+    config = ReadShareConfig(share=0.02, busy_s=100.0, call_cost_s=0.0, max_pause_s=0.05)
+    share = ReadShare(config, clock)
+    share.note_write()
+    async with share.read():
+        clock.now += 10.0
+    async with share.read():
+        pass
+    assert abs(share.paused_s - 0.05) < 1e-9
+    assert share.pause_for(10.0) == 0.05
 
 
 async def test_reads_go_one_at_a_time() -> None:
@@ -91,50 +106,75 @@ def paused_seconds(client: pyqueue.Client) -> float:
     return float(line.split()[-1])
 
 
+def list_back_to_back(address: str, seconds: float) -> int:
+    """4 callers listing a page of jobs back to back for `seconds`: how many lists they made."""
+    done = [0] * 4
+
+    def caller(n: int) -> None:
+        with pyqueue.Client(address) as client:
+            end = threading.Event()
+            threading.Timer(seconds, end.set).start()
+            while not end.is_set():
+                client.list_page(limit=100)
+                done[n] += 1
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(done)
+
+
+def list_beside_a_producer(address: str, seconds: float) -> int:
+    stop = threading.Event()
+    enqueued = [0]
+
+    def produce() -> None:
+        with pyqueue.Client(address) as client:
+            while not stop.is_set():
+                client.enqueue("t", queue="busy")
+                enqueued[0] += 1
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        lists = list_back_to_back(address, seconds)
+    finally:
+        stop.set()
+        producer.join(30)
+    assert enqueued[0] > 0 and lists > 0
+    return lists
+
+
 def test_a_flood_of_reads_is_held_back_while_a_producer_enqueues(tmp_path: Path) -> None:
     """With a producer enqueueing, 4 callers listing jobs back to back are held to their share
     (the server says how long, in /metrics); alone, they are not held at all."""
     server = ServerProcess(tmp_path / "data").start()
     try:
-        stop = threading.Event()
-        enqueued = [0]
-
-        def produce() -> None:
-            with pyqueue.Client(server.address) as client:
-                while not stop.is_set():
-                    client.enqueue("t", queue="busy")
-                    enqueued[0] += 1
-
-        def count(alone: bool, seconds: float) -> int:
-            done = [0] * 4
-
-            def caller(n: int) -> None:
-                with pyqueue.Client(server.address) as client:
-                    end = threading.Event()
-                    threading.Timer(seconds, end.set).start()
-                    while not end.is_set():
-                        client.list_page(limit=100)
-                        done[n] += 1
-
-            threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            return sum(done)
-
-        alone = count(True, 1.5)
+        assert list_back_to_back(server.address, 1.5) > 0
         with pyqueue.Client(server.address) as client:
             assert paused_seconds(client) == 0.0
-        producer = threading.Thread(target=produce)
-        producer.start()
-        try:
-            beside = count(False, 1.5)
-        finally:
-            stop.set()
-            producer.join(30)
-        assert enqueued[0] > 0 and alone > 0 and beside > 0
+        list_beside_a_producer(server.address, 1.5)
         with pyqueue.Client(server.address) as client:
             assert paused_seconds(client) > 0.1  # held back while work came in
     finally:
         server.close()
+
+
+def test_read_share_1_never_holds_reads_back(tmp_path: Path) -> None:
+    """`--read-share 1` gives reads the whole loop: beside a producer they are never held."""
+    server = ServerProcess(tmp_path / "data", "--read-share", "1").start()
+    try:
+        list_beside_a_producer(server.address, 1.0)
+        with pyqueue.Client(server.address) as client:
+            assert paused_seconds(client) == 0.0
+    finally:
+        server.close()
+
+
+def test_a_read_share_out_of_range_is_refused(tmp_path: Path) -> None:
+    for bad in ("0", "1.5", "-0.1"):
+        done = serve_once(tmp_path / "data", "--read-share", bad)
+        assert done.returncode == 2, done
+        assert "--read-share" in done.stderr, done.stderr
