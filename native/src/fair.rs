@@ -156,10 +156,15 @@ impl Fair {
             self.heads.extend(new);
         }
         if empty {
-            let group = self.slots[slot as usize].take().expect("seated");
-            self.names.remove(&group.name);
-            self.free.push(slot);
+            self.unseat(slot);
         }
+    }
+
+    /// Drop `slot`'s group (it has no jobs left): its key's memory goes with it.
+    fn unseat(&mut self, slot: Slot) {
+        let group = self.slots[slot as usize].take().expect("seated");
+        self.names.remove(&group.name);
+        self.free.push(slot);
     }
 
     pub fn insert(&mut self, job: ReadyKey, key: &str) {
@@ -212,11 +217,19 @@ impl Fair {
         if (priority, id) != expected {
             return false;
         }
+        // The served head is the first of `heads` and the first of its group: both leave by
+        // their front, which walks no comparisons (the hot path of every claim).
+        self.heads.pop_first();
         self.owners.remove(&id);
-        self.update(slot, |group| {
-            group.ready.remove(&expected);
-            group.pass = pass + group.stride;
-        });
+        let group = self.group(slot);
+        group.ready.pop_first();
+        group.pass = pass + group.stride;
+        match group.head(slot) {
+            Some(head) => {
+                self.heads.insert(head);
+            }
+            None => self.unseat(slot),
+        }
         self.vtime = self.vtime.max(pass);
         self.len -= 1;
         true

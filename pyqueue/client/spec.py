@@ -84,9 +84,7 @@ def _seconds_ms(value: float | timedelta | None) -> int:
     return int(seconds * 1000)
 
 
-def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None = None) -> pb.NewJob:
-    """A NewJob from a mapping with `type`, optionally `payload`, and the keys of JobOptions;
-    `context` (trace headers) goes under the job's own headers."""
+def _check_fields(spec: Mapping[str, Any]) -> None:
     unknown = set(spec) - JOB_FIELDS
     if unknown:
         raise TypeError(f"unknown job fields: {', '.join(sorted(unknown))}")
@@ -94,6 +92,12 @@ def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None =
         value = spec.get(name, "")
         if not isinstance(value, str):
             raise TypeError(f"a job's {name} is a str, not {type(value).__name__}: {value!r:.80}")
+
+
+def new_job_message(spec: Mapping[str, Any], context: Mapping[str, str] | None = None) -> pb.NewJob:
+    """A NewJob from a mapping with `type`, optionally `payload`, and the keys of JobOptions;
+    `context` (trace headers) goes under the job's own headers."""
+    _check_fields(spec)
     raw, content_type = codec.encode(spec.get("payload"))
     message = pb.NewJob(
         type=spec["type"],

@@ -48,7 +48,7 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
         topology: Topology,
         dial: Sequence[str],
         max_message_bytes: int = 64 << 20,
-        read_share: float = ReadShareConfig.share,
+        read_share: float = 0.02,  # ReadShareConfig's default
     ) -> None:
         self.topology = topology  # as clients are told (advertised addresses)
         # The same message limits as the public server and the shards: a job any of them accepts
