@@ -8,6 +8,7 @@ from typing import Any, TypeVar, final
 _R = TypeVar("_R")
 
 __all__ = [
+    "MAX_FAIR_WEIGHT",
     "ClaimToken",
     "Coalescer",
     "CoalescerClosed",
@@ -28,6 +29,7 @@ __all__ = [
 ]
 
 __version__: str  # the native crate's version
+MAX_FAIR_WEIGHT: int  # the largest weight ReadyIndex.set_fair_weight keeps (larger ones are clamped)
 
 class CoalescerClosed(Exception):
     """Raised by Coalescer.push once the coalescer is closed."""

@@ -7,3 +7,8 @@ ADDRESS = "127.0.0.1:7411"  # where clients dial, and where `pyqueue serve` list
 HTTP_LISTEN = "127.0.0.1:7412"  # /metrics, /healthz, the dashboard and the jobs API
 DATA_DIR = "./pyqueue-data"
 PRIORITY = 32768  # 0 runs first, 65535 last
+# Of a shard's loop, for reads, while work comes in (`pyqueue serve --read-share`, server/read_share.py).
+# A read holds the loop for its whole answer (grpc encodes it in one piece), and an enqueue that
+# comes meanwhile waits: at a tenth, one in ten enqueues met a read and the producer's p99 doubled
+# to tripled (bench/read_flood.py); at a fiftieth, one in fifty does, which a p99 hardly sees.
+READ_SHARE = 0.02

@@ -113,7 +113,7 @@ def check_server_installed() -> None:
 @click.option(
     "--read-share",
     type=click.FloatRange(0.001, 1.0),
-    default=0.02,
+    default=defaults.READ_SHARE,
     show_default=True,
     help="The share of a shard's loop that reads (listings, counts, history, the dashboard) may take "
     "while work comes in; callers that read back to back wait for their turn. 1: reads never wait.",

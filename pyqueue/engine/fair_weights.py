@@ -7,14 +7,14 @@ M fair:QUEUE (JSON, key to weight) and applied to the queue's lane in the native
 import json
 from dataclasses import dataclass
 
-from pyqueue._native import ReadyIndex
+from pyqueue._native import MAX_FAIR_WEIGHT, ReadyIndex
 from pyqueue.engine.errors import InvalidArgument, ResourceExhausted
 from pyqueue.engine.ids import created_ms_of
 from pyqueue.store import keys
 from pyqueue.store.contract import Family, Store
 
 PREFIX = "fair:"
-MAX_WEIGHT = 10_000  # native/src/fair.rs's MAX_WEIGHT
+MAX_WEIGHT = MAX_FAIR_WEIGHT  # what the native index keeps (native/src/fair.rs)
 MAX_WEIGHTED_KEYS = 10_000  # per queue: what one stored entry (and one listing) may hold
 DEFAULT_LIST = 20
 MAX_LIST = 1_000

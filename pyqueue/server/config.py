@@ -77,7 +77,7 @@ class ServerConfig:
     advertise: str = ""  # the host clients are told to dial ('': the listen host)
     http_allow_hosts: tuple[str, ...] = ()  # more names the HTTP port answers to (a proxy's)
     http: HttpLimits = field(default_factory=HttpLimits)  # what one client may cost the HTTP port
-    read_share: float = 0.02  # of the loop, for reads, while work comes in (read_share.py)
+    read_share: float = defaults.READ_SHARE  # of the loop, for reads, while work comes in (read_share.py)
     unique_per_queue: bool = True  # every unique key holds within its queue (False: across queues)
     limits: Limits = field(default_factory=Limits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)

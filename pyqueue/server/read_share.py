@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from pyqueue import defaults
+
 # The calls that change nothing and are not on a worker's or producer's path.
 READS = frozenset(
     {
@@ -36,11 +38,7 @@ WORK = frozenset({"Enqueue", "EnqueueWorkflow", "AddToBatch"})
 
 @dataclass(frozen=True, slots=True)
 class ReadShareConfig:
-    # Of the loop's time, for reads, while writes come in. A read holds the loop for its whole
-    # answer (grpc encodes it in one piece), and an enqueue that comes meanwhile waits: at a tenth,
-    # one in ten enqueues met a read and the producer's p99 doubled to tripled (bench/read_flood.py);
-    # at a fiftieth, one in fifty does, which a p99 hardly sees.
-    share: float = 0.02
+    share: float = defaults.READ_SHARE  # of the loop's time, for reads, while writes come in
     busy_s: float = 0.2  # a write this recent means work is coming in
     # What a call costs grpc's Python layer before and after the handler, which the handler's own
     # time does not see (MEASURED.md: 200-300 us of server CPU a unary call).

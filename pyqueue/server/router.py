@@ -17,6 +17,7 @@ import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from pyqueue import defaults
 from pyqueue.cluster import Topology, shard_of_job
 from pyqueue.engine.errors import EngineError
 from pyqueue.engine.limits import Limits
@@ -48,7 +49,7 @@ class Router(RouterWorkflowCalls, pb_grpc.QueueServicer):
         topology: Topology,
         dial: Sequence[str],
         max_message_bytes: int = 64 << 20,
-        read_share: float = 0.02,  # ReadShareConfig's default
+        read_share: float = defaults.READ_SHARE,
     ) -> None:
         self.topology = topology  # as clients are told (advertised addresses)
         # The same message limits as the public server and the shards: a job any of them accepts

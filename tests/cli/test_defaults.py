@@ -40,6 +40,7 @@ SERVE: dict[str, Any] = {
     "max_unknown_handbacks": retry.max_unknown_handbacks,
     "keep_completed": retry.keep_completed_ms / 1000,
     "keep_dead": retry.keep_dead_ms / 1000,
+    "read_share": server.read_share,
 }
 WORKER: dict[str, Any] = {"grace": worker.grace_s, "pool": worker.pool, "summary_every": worker.summary_s}
 

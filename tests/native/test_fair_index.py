@@ -8,7 +8,9 @@ claim must return exactly the model's jobs in the model's order.
 The model is stride scheduling said plainly: each key has a pass; the next job is the most urgent
 priority's head with the lowest pass (ties by id), the jobs without a key bidding as one key; a
 key's pass moves on by STRIDE / weight when it has a turn, and a key that was idle joins at the
-pass of the last turn given (so it cannot bank turns while it had nothing waiting)."""
+pass of the last turn given (so it cannot bank turns while it had nothing waiting). The unkeyed
+jobs' turns count from the lane's first keyed job on: a lane that never saw a fair key pays
+nothing for fairness, so the first key to come bids at the unkeyed jobs' pass (ties by id)."""
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -30,6 +32,7 @@ class Model:
         self.plain: set[Job] = set()
         self.vtime = 0
         self.plain_pass = 0
+        self.keyed_seen = False  # the lane has had a job with a fair key since it was made
 
     def stride(self, key: str) -> int:
         return STRIDE // self.weights.get(key, 1)
@@ -38,6 +41,7 @@ class Model:
         if key is None:
             self.plain.add(job)
             return
+        self.keyed_seen = True
         jobs, pass_ = self.groups.get(key, (set(), self.vtime))
         jobs.add(job)
         self.groups[key] = (jobs, pass_)
@@ -62,8 +66,9 @@ class Model:
         p, pass_, i, key = min(bids, key=lambda bid: bid[:3])
         if key is None:
             self.plain.remove((p, i))
-            self.vtime = pass_
-            self.plain_pass = pass_ + self.stride("")
+            if self.keyed_seen:
+                self.vtime = pass_
+                self.plain_pass = pass_ + self.stride("")
         else:
             jobs, _ = self.groups[key]
             jobs.remove((p, i))
@@ -182,3 +187,9 @@ def test_the_busiest_keys_come_with_their_counts_and_oldest_job() -> None:
     assert index.fair_busiest(QUEUE, 1) == [("a", 3, 1)]
     index.select([QUEUE]).claim(100)
     assert index.fair_busiest(QUEUE, 10) == [] and index.fair_key_count(QUEUE) == 0
+
+
+def test_a_weight_past_the_largest_is_kept_as_the_largest() -> None:
+    index = _native.ReadyIndex()
+    index.set_fair_weight(QUEUE, "a", _native.MAX_FAIR_WEIGHT + 1)
+    assert index.fair_weights(QUEUE) == [("a", _native.MAX_FAIR_WEIGHT)]

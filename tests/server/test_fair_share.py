@@ -95,6 +95,9 @@ def test_bad_weights_and_keys_are_refused_and_change_nothing(server: ServerProce
         with pytest.raises(pyqueue.InvalidArgument, match="fair key"):
             client.set_fair_weight("k", "x" * 300, 2)
         assert client.fair_keys("k").weights == {}
+        # The largest weight the native index keeps is the largest the API takes.
+        assert client.set_fair_weight("k", "a", 10_000).weights == {"a": 10_000}
+        assert client.set_fair_weight("k", "a", 1).weights == {}
         for bad in ("tab\there", "x" * 300):
             with pytest.raises(pyqueue.InvalidArgument, match="fair key"):
                 client.enqueue("t", queue="k", fair_key=bad)

@@ -81,7 +81,7 @@ impl ReadyIndex {
             .insert_fair((priority, job_id), fair_key);
     }
 
-    /// A fair key's share of its queue's turns ("": the jobs without a key), 1 to 10,000.
+    /// A fair key's share of its queue's turns ("": the jobs without a key), 1 to MAX_FAIR_WEIGHT.
     fn set_fair_weight(&self, queue: &str, fair_key: &str, weight: u32) {
         self.inner.lane(queue).set_fair_weight(fair_key, weight);
     }
@@ -445,5 +445,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(salvage_wal, m)?)?;
     m.add("CoalescerClosed", m.py().get_type::<CoalescerClosed>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_FAIR_WEIGHT", crate::fair::MAX_WEIGHT)?;
     Ok(())
 }
