@@ -16,10 +16,10 @@ import pyqueue
 TMUX = shutil.which("tmux")
 
 
-def wait(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+def wait(what: str, check: Callable[[], bool], timeout: float = 30.0, detail: Callable[[], str] = str) -> None:
     deadline = time.monotonic() + timeout
     while not check():
-        assert time.monotonic() < deadline, f"never saw: {what}"
+        assert time.monotonic() < deadline, f"never saw: {what}\n{detail()}"
         time.sleep(0.1)
 
 
@@ -53,7 +53,7 @@ def test_top_shows_queues_and_pauses_and_resumes_the_selected_one(tmp_path) -> N
             assert ["alpha", "3", "0", "0", "0"] in [row[:5] for row in cells], screen()
             subprocess.run([*tmux, "send-keys", "-t", "top", "j", "p"], check=True)
             wait("beta paused", lambda: paused("beta"))
-            wait("the pause on screen", lambda: "beta (paused)" in screen())
+            wait("the pause on screen", lambda: "beta (paused)" in screen(), detail=screen)
             assert not paused("alpha")
             subprocess.run([*tmux, "send-keys", "-t", "top", "r"], check=True)
             wait("beta resumed", lambda: not paused("beta"))
