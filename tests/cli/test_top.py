@@ -33,7 +33,9 @@ def test_top_shows_queues_and_pauses_and_resumes_the_selected_one(tmp_path) -> N
             client.enqueue_many([{"type": "t", "queue": "alpha"} for _ in range(3)])
             client.enqueue_many([{"type": "t", "queue": "beta"} for _ in range(2)])
             command = f"{sys.executable} -m pyqueue --address {server.address} top"
-            env = {**os.environ, "TERM": "xterm-256color"}
+            # rich takes its width from COLUMNS before the terminal: a 160-wide table whatever size
+            # tmux gave the window (it was once 80 wide, and "beta (paused)" wrapped)
+            env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "30"}
             subprocess.run(
                 [*tmux, "new-session", "-d", "-s", "top", "-x", "160", "-y", "30", command],
                 check=True,
