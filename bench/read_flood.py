@@ -8,6 +8,8 @@ each phase, and the ratios the target holds them to (p99 within 2x of quiet, cal
 Kinds: none (the control: the flooding process is there and reads nothing, so the ratios it
 gets are the machine's own noise), history (as the dashboard asks: the total), history_queue (one queue's chart),
 history_every (every queue's hour, what an old client asks), list_jobs (a page of 100),
+list_jobs_raw (the same page over a bare grpcio stub, left as protobuf: what the server costs
+without the reader's own decoding, which shares this machine's 2 cores with the server),
 count_jobs (every job), list_batches, list_workers, metrics (GET /metrics), dashboard_queues
 (GET /api/queues). The server: 1 shard, fsync, 300 queues of 50 ready jobs each, with an hour's
 history for each, 50 batches, 4 worker streams.
@@ -23,6 +25,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import grpc
+
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE)]
 
@@ -30,6 +34,8 @@ from flood_acks import latencies, pct  # noqa: E402
 from harness import ServerProcess  # noqa: E402
 
 import pyqueue  # noqa: E402
+from pyqueue.v1 import queue_pb2 as pb  # noqa: E402
+from pyqueue.v1.queue_pb2_grpc import QueueStub  # noqa: E402
 
 KINDS = (
     "none",
@@ -37,6 +43,7 @@ KINDS = (
     "history_queue",
     "history_every",
     "list_jobs",
+    "list_jobs_raw",
     "count_jobs",
     "list_batches",
     "list_workers",
@@ -44,6 +51,7 @@ KINDS = (
     "dashboard_queues",
 )
 QUEUES = [f"busy-{i:03d}" for i in range(300)]
+_BARE: dict[int, QueueStub] = {}  # list_jobs_raw's stub beside each client, by the client's id
 
 
 def one_read(kind: str, client: pyqueue.Client, http: str) -> None:
@@ -55,6 +63,8 @@ def one_read(kind: str, client: pyqueue.Client, http: str) -> None:
         client.history(QUEUES[7])
     elif kind == "history_every":
         client.history()
+    elif kind == "list_jobs_raw":
+        _BARE[id(client)].ListJobs(pb.ListJobsRequest(limit=100), timeout=60)
     elif kind == "list_jobs":
         client.list_page(limit=100)
     elif kind == "count_jobs":
@@ -74,6 +84,8 @@ def flood(kind: str, address: str, http: str, seconds: float) -> None:
     The process starts and connects before the phase does (it prints "ready", then waits for a
     line), so the flood phase measures the reads, not an interpreter starting up."""
     clients = [pyqueue.Client(address) for _ in range(4)]
+    for client in clients:
+        _BARE[id(client)] = QueueStub(grpc.insecure_channel(address))
     for client in clients:
         one_read(kind, client, http)
     print("ready", flush=True)

@@ -16,7 +16,9 @@ import pyqueue
 TMUX = shutil.which("tmux")
 
 
-def wait(what: str, check: Callable[[], bool], timeout: float = 30.0, detail: Callable[[], str] = str) -> None:
+def wait(
+    what: str, check: Callable[[], bool], timeout: float = 30.0, detail: Callable[[], str] = str
+) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"never saw: {what}\n{detail()}"
