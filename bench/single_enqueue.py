@@ -2,7 +2,7 @@
 per call on both ends.
 
     python bench/single_enqueue.py [--seconds 10] [--commit-mode fsync|buffered] [--shards 2]
-                                   [--tls] [--tokens]
+                                   [--tls] [--tokens] [--no-native-front]
 
 With --tls the server serves TLS (a CA and certificate made here) and the client trusts that CA;
 with --tokens the server asks for a token (--auth-file) and the client sends one: what security
@@ -101,9 +101,13 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--tls", action="store_true", help="serve TLS; the client trusts its CA")
     parser.add_argument("--tokens", action="store_true", help="ask for a token; the client sends one")
+    parser.add_argument(
+        "--no-native-front", action="store_true", help="the server serves enqueues by grpcio only"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         extra = _security(Path(tmp), args.tls, args.tokens)
+        extra += ["--no-native-front"] if args.no_native_front else []
         server = ServerProcess(
             Path(tmp) / "data", "--commit-mode", args.commit_mode, "--shards", str(args.shards), *extra
         ).start()
@@ -113,7 +117,7 @@ def main() -> None:
         finally:
             server.stop()
     conditions = {"commit_mode": args.commit_mode, "shards": args.shards, "payload": "100 B"}
-    conditions |= {"tls": args.tls, "tokens": args.tokens}
+    conditions |= {"tls": args.tls, "tokens": args.tokens, "native_front": not args.no_native_front}
     print(json.dumps({**conditions, **result}))
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "TimerSet",
     "WireChannel",
     "WireError",
+    "WireFront",
     "WireStream",
     "__version__",
     "decode_records",
@@ -219,6 +220,31 @@ class WireStream:
     def exchange(self, message: bytes, timeout_s: float) -> bytes: ...
     def close(self) -> None:
         """End the stream (the server sees it cancelled)."""
+    def header(self, name: str) -> str | None:
+        """A header of the server's response (known once the first answer came)."""
+
+@final
+class WireFront:
+    """The server's port for Enqueue and EnqueueStream (native/src/wire/front.rs), listening on
+    `address` (host:port, port 0 for any) from the transport's runtime. Requests over
+    `max_message` bytes are refused RESOURCE_EXHAUSTED there; other paths UNIMPLEMENTED.
+    `fileno()` turns readable when requests wait; `drain()` takes them all, and each is answered
+    by its (call, seq): on a stream the answers go out in the order of the requests."""
+
+    def __new__(cls, address: str, max_message: int) -> WireFront: ...
+    @property
+    def port(self) -> int: ...
+    def fileno(self) -> int: ...
+    def drain(self) -> list[tuple[int, int, bool, str | None, str, bytes]]:
+        """(call, seq, streaming, authorization header, peer "ipv4:host:port", message)."""
+    def answer(self, call: int, seq: int, message: bytes) -> None:
+        """The answer to request `seq` of `call`; dropped if the call is over."""
+    def end(self, call: int, code: int, message: str) -> None:
+        """End `call` with gRPC status `code` now (OK ends a stream; answers not out are dropped)."""
+    def open_calls(self) -> int: ...
+    def close(self) -> None:
+        """Take no more calls: a request not yet drained is never read (its client sends it
+        again), what was drained is answered, then every call and connection ends."""
 
 def serve_echo(address: str) -> int:
     """Serve a gRPC echo on `address` (every message on any path answered `ok`) from the

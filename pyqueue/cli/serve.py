@@ -119,6 +119,21 @@ def check_server_installed() -> None:
     "while work comes in; callers that read back to back wait for their turn. 1: reads never wait.",
 )
 @click.option(
+    "--native-front/--no-native-front",
+    default=True,
+    show_default=True,
+    help="Serve enqueues on a port of their own, natively (no grpcio on the hot call); the "
+    "official client finds it by itself. Never with TLS or in a cluster.",
+)
+@click.option(
+    "--enqueue-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default="any free port",
+    help="The native front's port on the --listen host (shard i of --shards N: this port + i). "
+    "Fix it where a firewall must let it through; a client that cannot reach it stays on the main port.",
+)
+@click.option(
     "--max-connections",
     type=int,
     default=None,

@@ -35,6 +35,8 @@ class ServeFlags:
     max_prefetch: int
     max_streams: int
     max_streams_per_connection: int
+    native_front: bool
+    enqueue_port: int
     max_connections: int | None
     max_stream_bytes: int
     max_http_connections: int | None
@@ -158,6 +160,8 @@ class ServeFlags:
             heartbeat_s=self.heartbeat_s,
             worker_timeout_s=self.worker_timeout_s,
             max_connections=self.max_connections or connection_cap(open_files),
+            native_front=self.native_front,
+            enqueue_port=self.enqueue_port,
             http=self.http_limits(open_files),
             limits=self.limits(),
             min_free_bytes=self.min_free_bytes,

@@ -7,6 +7,10 @@ and one native round trip. Only what grpcio would do differently is handled here
 server ended unread is sent once on a new one, a server without EnqueueStream falls back to
 unary calls, and a call that ends without an answer raises the client's usual errors.
 
+A server with a native front (server/front.py) names its port in the main stream's first
+headers; the next requests go there. A front that takes nothing (unreachable, stopping) sends
+the request back to the main port at once: nothing was written.
+
 The native transport speaks plaintext HTTP/2 to one address: a client with TLS, or given several
 cluster nodes to choose from, keeps grpcio (`usable`).
 """
@@ -24,6 +28,7 @@ except ImportError:  # an extension built before the transport existed
     WireChannel = None  # type: ignore[assignment,misc]
 
 ENQUEUE_STREAM = "/pyqueue.v1.Queue/EnqueueStream"
+FRONT_HEADER = "pyqueue-enqueue-port"  # as pyqueue.server.front's (the client imports no server)
 MAX_MESSAGE = 64 << 20  # as the grpcio channel's own limits (client.CHANNEL_OPTIONS)
 _UNIMPLEMENTED = 12
 
@@ -39,12 +44,21 @@ def usable(address: str, tls: bool) -> bool:
 
 class NativeEnqueues:
     def __init__(self, address: str, metadata: list[tuple[str, str]], unary: Unary, timeout: float) -> None:
-        self._channel = WireChannel(address, metadata, MAX_MESSAGE)
+        self._address = address
+        self._metadata = metadata
+        self._main = WireChannel(address, metadata, MAX_MESSAGE)
+        self._channel = self._main
         self._unary = unary
         self._timeout = timeout
         self._lock = threading.Lock()
         self._stream: WireStream | None = None
         self._supported = True
+        # The server's native front for enqueues (server/front.py), learnt from the main port's
+        # first answer; a front that never answered is not tried again at the same address.
+        self._front: str | None = None
+        self._front_answered = False
+        self._unreachable: str | None = None
+        self._learning = False
 
     def send(self, jobs: list[pb.NewJob]) -> list[pb.Enqueued]:
         if not self._supported:
@@ -63,10 +77,20 @@ class NativeEnqueues:
         try:
             if self._stream is None:
                 self._stream = self._channel.open_stream(ENQUEUE_STREAM)
-            return self._stream.exchange(request, self._timeout)
+                self._learning = self._front is None
+            raw = self._stream.exchange(request, self._timeout)
         except WireError as exc:
             self._stream = None
             kind, code, message = exc.args
+            if self._front is not None and kind in ("unsent", "ended"):
+                # The front took nothing (gone, stopping, or out of reach): nothing was
+                # written, so the main port takes the request, and tells the front's port anew.
+                if not self._front_answered:
+                    self._unreachable = self._front
+                self._leave_front()
+                return self._exchange(request, again)
+            if self._front is not None and kind in ("broken", "deadline"):
+                self._leave_front()  # the next request learns the front anew from the main port
             if kind == "ended" and again:
                 # Ended without reading the request (the server was stopping, or restarted while
                 # the stream sat idle): nothing was written, so a new stream carries it, once.
@@ -75,6 +99,28 @@ class NativeEnqueues:
                 self._supported = False
                 return None
             raise wire_error(kind, code, message, self._timeout) from None
+        if self._front is not None:
+            self._front_answered = True
+        elif self._learning:
+            self._learn_front()
+        return raw
+
+    def _learn_front(self) -> None:
+        self._learning = False
+        assert self._stream is not None
+        port = self._stream.header(FRONT_HEADER)
+        if not port:
+            return
+        front = f"{self._address.rsplit(':', 1)[0]}:{port}"
+        if front != self._unreachable:
+            self._stream.close()
+            self._stream = None
+            self._front, self._front_answered = front, False
+            self._channel = WireChannel(front, self._metadata, MAX_MESSAGE)
+
+    def _leave_front(self) -> None:
+        self._front = None
+        self._channel = self._main
 
     def close(self) -> None:
         with self._lock:

@@ -24,6 +24,7 @@ from pyqueue.engine import Engine, EngineConfig
 from pyqueue.server.auth import Authority
 from pyqueue.server.config import ServerConfig, TlsFiles
 from pyqueue.server.descriptors import raise_limit, rocksdb_share
+from pyqueue.server.front import EnqueueFront
 from pyqueue.server.handlers import SERVICE, add_queue_service
 from pyqueue.server.http import HttpEndpoint
 from pyqueue.server.rights import Guard
@@ -158,6 +159,13 @@ async def serve_store(
         service, config.listen, config.grpc_options(), guard, config.tls, internal=True, calls=calls
     )
     service.address = advertised(address, config.advertise)
+    front = None
+    if config.native_front and config.tls is None and config.cluster is None and EnqueueFront.available():
+        front = EnqueueFront(service, guard, calls, service.reads, config.max_message_bytes)
+        port = config.enqueue_port + config.shard_index if config.enqueue_port else 0
+        service.front_port = front.start(address.rsplit(":", 1)[0], port)
+        service.front_requests = lambda: front.requests if front is not None else 0
+        log.info("native front for enqueues on port %d", service.front_port)
     if internal:
         log.info("internal address %s (plaintext, loopback: for the router and the dashboard)", internal)
     if on_listening is not None:
@@ -195,7 +203,11 @@ async def serve_store(
     await summaries.stop()
     log.info("shutting down: finishing calls in hand")
     await health_service.enter_graceful_shutdown()
+    if front is not None:
+        front.close()
     await stop_server(server, calls, config.shutdown_grace_s, service.end_streams)
+    if front is not None:
+        await front.stop()
     await engine.stop()
     if on_stopped is not None:
         await on_stopped()

@@ -67,6 +67,10 @@ class ServerConfig:
     summary_s: float = 60.0  # one INFO summary line this often (0: never)
     http_listen: str = ""  # HOST:PORT for /metrics and /healthz ('': none; the CLI defaults it)
     max_message_bytes: int = 64 << 20
+    # The native front for enqueues (server/front.py): on its own port (0: any free one) on the
+    # listen host; never with TLS or in a cluster.
+    native_front: bool = True
+    enqueue_port: int = 0
     max_connections: int = 10_000  # past it grpc refuses new connections before any handshake
     min_free_bytes: int = 128 << 20
     shard_index: int = 0

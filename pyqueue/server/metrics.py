@@ -28,15 +28,23 @@ _EVENT_HELP = {
 }
 
 
-def shard_families(engine: Engine, workers: dict[str, int], reads_paused_s: float = 0.0) -> list[Metric]:
+def shard_families(
+    engine: Engine, workers: dict[str, int], reads_paused_s: float = 0.0, front_requests: int = 0
+) -> list[Metric]:
     """Every metric of one shard; `workers` is the number of Take streams serving each queue;
-    `reads_paused_s`, how long reads were held back for writes (server/read_share.py)."""
+    `reads_paused_s`, how long reads were held back for writes (server/read_share.py);
+    `front_requests`, the enqueue requests the native front took (server/front.py)."""
     families: list[Metric] = [
         CounterMetricFamily(
             "pyqueue_reads_paused_seconds",
             "How long reads (listings, counts, history, metrics) waited so that writes kept the loop.",
             value=reads_paused_s,
-        )
+        ),
+        CounterMetricFamily(
+            "pyqueue_native_front_requests",
+            "Enqueue requests taken by the native front (its own port) rather than by grpcio.",
+            value=front_requests,
+        ),
     ]
     events = engine.telemetry.event_counts()
     for event in EVENTS:

@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 from collections import Counter
+from collections.abc import Callable
 
 import grpc
 
@@ -24,6 +25,7 @@ from pyqueue.server.convert import (
     queue_info,
 )
 from pyqueue.server.fresh import Fresh
+from pyqueue.server.front import FRONT_HEADER
 from pyqueue.server.read_share import ReadShare, ReadShareConfig
 from pyqueue.server.rights import FORWARDED_FOR
 from pyqueue.server.status import AnsweringStreams, Context, abort, answer_each, answered
@@ -43,24 +45,27 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
         self._pacers: dict[str, StrayPacer] = {}  # client connection -> its streams' stray pacing
         self.enqueue_streams = AnsweringStreams()
         self.address = config.listen  # the bound address, set once listening
+        self.front_port = 0  # the native front's port for enqueues (front.py), once listening
+        self.front_requests: Callable[[], int] = lambda: 0  # how many it took, for /metrics
         self._metrics = Fresh(self._build_metrics)
         # How reads share the loop with writes (the handlers' too).
         self.reads = ReadShare(ReadShareConfig(share=config.read_share))
 
     @answered
     async def Enqueue(self, request: pb.EnqueueRequest, context: Context) -> pb.EnqueueResponse:
+        return await self.enqueue(request)
+
+    async def enqueue(self, request: pb.EnqueueRequest) -> pb.EnqueueResponse:
+        """An Enqueue, here and on the native front (front.py); a refusal raises EngineError."""
         engine = self.engine
-        try:
-            engine.check_batch(len(request.jobs))
-            for queue in dict.fromkeys(job.queue for job in request.jobs):  # each name once, in order
-                self._check_owner(queue)
-            jobs = [new_job(engine, i, j) for i, j in enumerate(request.jobs)]
-            if request.validate_only:
-                engine.disk.check()
-                return pb.EnqueueResponse()
-            ids = await engine.enqueue(jobs)
-        except EngineError as exc:
-            await abort(context, exc)
+        engine.check_batch(len(request.jobs))
+        for queue in dict.fromkeys(job.queue for job in request.jobs):  # each name once, in order
+            self._check_owner(queue)
+        jobs = [new_job(engine, i, j) for i, j in enumerate(request.jobs)]
+        if request.validate_only:
+            engine.disk.check()
+            return pb.EnqueueResponse()
+        ids = await engine.enqueue(jobs)
         response = pb.EnqueueResponse()
         add = response.jobs.add  # built in place: a message built apart is copied in
         for job_id, duplicate in ids:
@@ -68,6 +73,8 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
         return response
 
     async def EnqueueStream(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
+        if self.front_port:  # the native client moves to the front once it reads this
+            await context.send_initial_metadata(((FRONT_HEADER, str(self.front_port)),))
         await answer_each(self.Enqueue, context, enqueue_refusal, self.enqueue_streams)
 
     @answered
@@ -381,9 +388,9 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
                     workers[queue] = workers.get(queue, 0) + 1
         # Off the event loop: the gauges read the store (the oldest ready job, the files' sizes),
         # and rendering a few thousand samples is tens of milliseconds.
-        paused = self.reads.paused_s
+        paused, front = self.reads.paused_s, self.front_requests()
         return await asyncio.to_thread(
-            lambda: metrics.render(metrics.shard_families(self.engine, workers, paused))
+            lambda: metrics.render(metrics.shard_families(self.engine, workers, paused, front))
         )
 
     def end_streams(self) -> None:

@@ -36,21 +36,26 @@ def answered(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
     async def wrapper(self: Any, request: Any, context: Context) -> Any:
         try:
             return await method(self, request, context)
-        except errors.EngineError as exc:
-            await abort(context, exc)
         except (grpc.aio.AbortError, asyncio.CancelledError):
             raise
-        except (CorruptRecordError, DamagedReadError) as exc:
-            log.error("%s met damaged data: %s", method.__name__, exc)
-            await abort(context, damaged(exc))
         except Exception as exc:
-            log.exception("%s failed", method.__name__)
-            await context.abort(
-                grpc.StatusCode.INTERNAL,
-                f"{method.__name__} failed inside the server ({type(exc).__name__}); the server logged it",
-            )
+            await context.abort(*status_of(method.__name__, exc))
 
     return wrapper
+
+
+def status_of(name: str, exc: Exception) -> tuple[grpc.StatusCode, str]:
+    """The status a call `name` that raised `exc` ends with (logged unless a refusal)."""
+    if isinstance(exc, errors.EngineError):
+        return code_for(exc), str(exc)
+    if isinstance(exc, (CorruptRecordError, DamagedReadError)):
+        log.error("%s met damaged data: %s", name, exc)
+        return code_for(damaged(exc)), str(damaged(exc))
+    log.error("%s failed", name, exc_info=exc)
+    return (
+        grpc.StatusCode.INTERNAL,
+        f"{name} failed inside the server ({type(exc).__name__}); the server logged it",
+    )
 
 
 def damaged(exc: Exception) -> errors.DataLoss:

@@ -4,6 +4,8 @@
 
 use crate::wire::channel::{CallError, Channel as CoreChannel, Stream as CoreStream};
 use crate::wire::echo;
+use crate::wire::front::Front;
+use crate::wire::status::Status;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -120,6 +122,69 @@ impl WireStream {
     fn close(&self, py: Python<'_>) {
         py.detach(|| self.stream.lock().expect("the stream lock").close());
     }
+
+    /// A header of the server's response, once the first answer came.
+    fn header(&self, name: &str) -> Option<String> {
+        self.stream.lock().expect("the stream lock").header(name)
+    }
+}
+
+/// The server's port for Enqueue and EnqueueStream (wire/front.rs): requests are taken in
+/// batches when `fileno()` is readable and answered by (call, seq).
+#[pyclass(module = "pyqueue._native", frozen)]
+struct WireFront {
+    inner: Front,
+}
+
+type Incoming<'py> = (u64, u64, bool, Option<String>, String, Bound<'py, PyBytes>);
+
+#[pymethods]
+impl WireFront {
+    #[new]
+    fn new(py: Python<'_>, address: &str, max_message: usize) -> PyResult<Self> {
+        let inner = py
+            .detach(|| Front::bind(address, max_message))
+            .map_err(|e| PyOSError::new_err(format!("cannot listen on {address}: {e}")))?;
+        Ok(Self { inner })
+    }
+
+    #[getter]
+    fn port(&self) -> u16 {
+        self.inner.port()
+    }
+
+    fn fileno(&self) -> i32 {
+        self.inner.wake_fd()
+    }
+
+    /// Every request waiting: (call, seq, streaming, authorization, peer, message).
+    fn drain<'py>(&self, py: Python<'py>) -> Vec<Incoming<'py>> {
+        let incoming = self.inner.drain();
+        incoming
+            .into_iter()
+            .map(|i| {
+                let message = PyBytes::new(py, &i.message);
+                (i.call, i.seq, i.streaming, i.authorization, i.peer, message)
+            })
+            .collect()
+    }
+
+    fn answer(&self, call: u64, seq: u64, message: &[u8]) {
+        self.inner
+            .answer(call, seq, bytes::Bytes::copy_from_slice(message));
+    }
+
+    fn end(&self, call: u64, code: u32, message: String) {
+        self.inner.end(call, Status::new(code, message));
+    }
+
+    fn open_calls(&self) -> usize {
+        self.inner.open_calls()
+    }
+
+    fn close(&self) {
+        self.inner.close();
+    }
 }
 
 /// Serve the echo (every message answered `ok`) on `address`; the port. For the floor bench.
@@ -132,6 +197,7 @@ fn serve_echo(py: Python<'_>, address: &str) -> PyResult<u16> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<WireChannel>()?;
     m.add_class::<WireStream>()?;
+    m.add_class::<WireFront>()?;
     m.add_function(wrap_pyfunction!(serve_echo, m)?)?;
     m.add("WireError", m.py().get_type::<WireError>())?;
     Ok(())

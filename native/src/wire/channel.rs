@@ -127,6 +127,7 @@ impl Channel {
             send,
             response: Some(response),
             reader: None,
+            headers: None,
             broken: false,
         })
     }
@@ -232,10 +233,17 @@ pub struct Stream {
     send: SendStream<Bytes>,
     response: Option<ResponseFuture>,
     reader: Option<Reader>,
+    headers: Option<http::HeaderMap>,
     broken: bool,
 }
 
 impl Stream {
+    /// A header of the server's response (known once the first answer came), as text.
+    pub fn header(&self, name: &str) -> Option<String> {
+        let value = self.headers.as_ref()?.get(name)?;
+        value.to_str().ok().map(str::to_owned)
+    }
+
     pub fn exchange(
         &mut self,
         channel: &Channel,
@@ -273,6 +281,7 @@ impl Stream {
             .map_err(|_| CallError::EndedUnanswered)?;
         if let Some(response) = self.response.take() {
             let response = response.await.map_err(|e| channel.broken(e, true))?;
+            self.headers = Some(response.headers().clone());
             self.reader = Some(Reader::new(response, channel.max_message)?);
         }
         let reader = self

@@ -9,12 +9,14 @@
 //! - `frame`: gRPC's length-prefixed messages;
 //! - `status`: grpc-status and grpc-message, in trailers or a trailers-only answer;
 //! - `channel`: one HTTP/2 connection, reopened when it breaks; unary calls and bidi streams;
+//! - `front`: the server's port for Enqueue and EnqueueStream, requests handed to Python in batches;
 //! - `echo`: a server that answers every message with the same short one, the floor in
 //!   `bench/grpc_floor.py`.
 
 pub mod channel;
 pub mod echo;
 pub mod frame;
+pub mod front;
 pub mod status;
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};

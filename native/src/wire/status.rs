@@ -1,13 +1,15 @@
 //! A call's end as gRPC says it: `grpc-status` (a number) and `grpc-message` (percent-encoded),
 //! in the trailers, or in the only headers of a trailers-only answer.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 
 pub const OK: u32 = 0;
 pub const CANCELLED: u32 = 1;
 pub const UNKNOWN: u32 = 2;
 pub const DEADLINE_EXCEEDED: u32 = 4;
+pub const UNIMPLEMENTED: u32 = 12;
 pub const INTERNAL: u32 = 13;
+pub const RESOURCE_EXHAUSTED: u32 = 8;
 pub const UNAVAILABLE: u32 = 14;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +40,32 @@ impl Status {
             .unwrap_or_default();
         Some(Status { code, message })
     }
+}
+
+impl Status {
+    /// The headers that carry this status: trailers, or a trailers-only answer's headers.
+    pub fn to_headers(&self, headers: &mut HeaderMap) {
+        headers.insert("grpc-status", HeaderValue::from(self.code));
+        if !self.message.is_empty() {
+            let encoded = percent_encode(self.message.as_bytes());
+            if let Ok(value) = HeaderValue::from_str(&encoded) {
+                headers.insert("grpc-message", value);
+            }
+        }
+    }
+}
+
+/// What gRPC asks of grpc-message: printable ASCII but `%` as it is, every other byte `%XX`.
+fn percent_encode(raw: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for &byte in raw {
+        if (0x20..0x7f).contains(&byte) && byte != b'%' {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// grpc-message is percent-encoded UTF-8; a malformed escape is kept as it came.
@@ -87,6 +115,16 @@ mod tests {
             status,
             Some(Status::new(3, "queue name \"a\0b\" has a NUL: café"))
         );
+    }
+
+    #[test]
+    fn a_status_written_to_headers_reads_back_the_same() {
+        let status = Status::new(3, "queue \"a\0b\" is 100% wrong: café\n");
+        let mut map = HeaderMap::new();
+        status.to_headers(&mut map);
+        assert_eq!(map["grpc-status"], "3");
+        assert!(map["grpc-message"].to_str().unwrap().contains("100%25"));
+        assert_eq!(Status::from_headers(&map), Some(status));
     }
 
     #[test]

@@ -1,0 +1,133 @@
+"""The native front: Enqueue and EnqueueStream served on a port of their own by the native crate
+(native/src/wire/front.rs), without grpcio's Python layer.
+
+grpc.aio costs a shard about 0.17 ms of CPU per call before any of pyqueue runs (bench/README.md,
+the floor): as much as the engine's own work on a single enqueue. Here HTTP/2 and gRPC's framing
+are Rust's; the requests of every connection wait in one queue, and this event loop takes them
+all at once when the front's socket turns readable: one Python call per batch. Each request is
+then checked and written exactly as on the main port (the same guard, the same
+`QueueService.enqueue`, so the same statuses and messages), and its answer's bytes go back.
+
+How clients find it: the main port's EnqueueStream sends the front's port in its first headers
+(FRONT_HEADER); the native client (client/native_wire.py) moves there and falls back to the main
+port if it cannot reach it. grpcio clients, grpcurl and other languages never see it.
+
+Not started with TLS (the front speaks plaintext only) or in a cluster; `--enqueue-port` fixes
+its port (for a firewall), `--no-native-front` turns it off.
+"""
+
+import asyncio
+import logging
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from pyqueue.engine.errors import EngineError
+from pyqueue.server.convert import enqueue_refusal
+from pyqueue.server.read_share import ReadShare
+from pyqueue.server.rights import Guard
+from pyqueue.server.shutdown import CallsInHand
+from pyqueue.server.status import code_for, status_of
+from pyqueue.v1 import queue_pb2 as pb
+
+try:
+    from pyqueue._native import WireFront
+except ImportError:  # an extension built before the front existed
+    WireFront = None  # type: ignore[assignment,misc]
+
+log = logging.getLogger("pyqueue.server")
+
+FRONT_HEADER = "pyqueue-enqueue-port"
+_OK = 0
+
+
+class EnqueueFront:
+    """The front of one server process; `start` listens, `close` and `stop` end it."""
+
+    def __init__(
+        self, service: Any, guard: Guard, calls: CallsInHand, reads: ReadShare, max_message: int
+    ) -> None:
+        """`service`: the QueueService whose `enqueue` writes (typed loosely: it imports us)."""
+        self._service = service
+        self._guard = guard
+        self._calls = calls
+        self._reads = reads
+        self._max_message = max_message
+        self._wire: Any = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._watches = guard.watches("Enqueue")
+        self.requests = 0  # taken so far (/metrics: pyqueue_native_front_requests_total)
+
+    @staticmethod
+    def available() -> bool:
+        return WireFront is not None
+
+    def start(self, host: str, port: int) -> int:
+        """Listen on host:port (0: any free port) and serve from this loop; the port."""
+        self._wire = WireFront(f"{host}:{port}", self._max_message)
+        asyncio.get_running_loop().add_reader(self._wire.fileno(), self._take)
+        return int(self._wire.port)
+
+    def close(self) -> None:
+        """Take no more requests (those taken are answered; see WireFront.close)."""
+        if self._wire is not None:
+            asyncio.get_running_loop().remove_reader(self._wire.fileno())
+            self._take()  # what was handed over before the close is answered too
+            self._wire.close()
+
+    async def stop(self) -> None:
+        """Once closed: wait for the requests in hand (the server's stop bounds the wait)."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _take(self) -> None:
+        loop = asyncio.get_running_loop()
+        taken = self._wire.drain()
+        self.requests += len(taken)
+        for call, seq, streaming, authorization, peer, raw in taken:
+            self._calls.enter()
+            self._reads.note_write()
+            task = loop.create_task(self._answer(call, seq, streaming, authorization, peer, raw))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _answer(
+        self, call: int, seq: int, streaming: bool, authorization: str | None, peer: str, raw: bytes
+    ) -> None:
+        try:
+            request = self._admit(call, authorization, peer, raw)
+            if request is None:
+                return
+            try:
+                response = await self._service.enqueue(request)
+            except EngineError as exc:
+                if not streaming:
+                    return self._end(call, code_for(exc), str(exc))
+                response = enqueue_refusal(code_for(exc), str(exc))  # in-band: the stream goes on
+            except Exception as exc:
+                return self._end(call, *status_of("Enqueue", exc))
+            self._wire.answer(call, seq, response.SerializeToString())
+        finally:
+            self._calls.leave()
+
+    def _admit(self, call: int, authorization: str | None, peer: str, raw: bytes) -> pb.EnqueueRequest | None:
+        """The request, decoded and let through by the guard, as the main port's handlers.py does
+        (a refusal there ends the call, on a stream too); None once refused."""
+        try:
+            who = self._guard.principal([("authorization", authorization)] if authorization else [])
+            request = pb.EnqueueRequest.FromString(raw)
+            if self._watches:
+                self._guard.check("Enqueue", request, who, peer)
+        except DecodeError as exc:
+            self._end(
+                call, grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid EnqueueRequest ({exc})"
+            )
+            return None
+        except EngineError as exc:
+            self._end(call, code_for(exc), str(exc))
+            return None
+        return request
+
+    def _end(self, call: int, code: grpc.StatusCode, message: str) -> None:
+        self._wire.end(call, code.value[0], message)
