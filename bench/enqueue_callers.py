@@ -1,6 +1,7 @@
 """Many concurrent callers, one job per Enqueue call: jobs/s and jobs per fsync (group commit).
 
 python bench/enqueue_callers.py [--callers 64] [--seconds 10] [--commit-mode fsync]
+                                [--no-native-front]
 """
 
 import argparse
@@ -24,9 +25,11 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--commit-mode", default="fsync", choices=["fsync", "buffered"])
+    parser.add_argument("--no-native-front", action="store_true", help="enqueues by grpcio only")
     args = parser.parse_args()
+    front = ["--no-native-front"] if args.no_native_front else []
     with tempfile.TemporaryDirectory() as tmp:
-        server = ServerProcess(Path(tmp) / "data", "--commit-mode", args.commit_mode).start()
+        server = ServerProcess(Path(tmp) / "data", "--commit-mode", args.commit_mode, *front).start()
         stop = threading.Event()
         counts = [0] * args.callers
 
@@ -54,6 +57,7 @@ def main() -> None:
                 {
                     "callers": args.callers,
                     "commit_mode": args.commit_mode,
+                    "native_front": not args.no_native_front,
                     "seconds": round(elapsed, 1),
                     "jobs": sum(counts),
                     "jobs_per_s": round(sum(counts) / elapsed),

@@ -58,6 +58,7 @@ class NativeEnqueues:
         self._front: str | None = None
         self._front_answered = False
         self._unreachable: str | None = None
+        self._front_tried: str | None = None
         self._learning = False
 
     def send(self, jobs: list[pb.NewJob]) -> list[pb.Enqueued]:
@@ -83,12 +84,16 @@ class NativeEnqueues:
             self._stream = None
             kind, code, message = exc.args
             if self._front is not None and kind in ("unsent", "ended"):
-                # The front took nothing (gone, stopping, or out of reach): nothing was
-                # written, so the main port takes the request, and tells the front's port anew.
-                if not self._front_answered:
-                    self._unreachable = self._front
+                # The front took nothing: nothing was written. Out of reach from here (it never
+                # answered): the main port takes the request now. Gone or stopping (the server
+                # restarts): unsent, so failover sends it again once the main port tells the
+                # new front's port.
+                reached = self._front_answered
                 self._leave_front()
-                return self._exchange(request, again)
+                if not reached:
+                    self._unreachable = self._front_tried
+                    return self._exchange(request, again)
+                raise wire_error("unsent", 14, message, self._timeout) from None
             if self._front is not None and kind in ("broken", "deadline"):
                 self._leave_front()  # the next request learns the front anew from the main port
             if kind == "ended" and again:
@@ -119,7 +124,7 @@ class NativeEnqueues:
             self._channel = WireChannel(front, self._metadata, MAX_MESSAGE)
 
     def _leave_front(self) -> None:
-        self._front = None
+        self._front_tried, self._front = self._front, None
         self._channel = self._main
 
     def close(self) -> None:

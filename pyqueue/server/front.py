@@ -46,7 +46,13 @@ class EnqueueFront:
     """The front of one server process; `start` listens, `close` and `stop` end it."""
 
     def __init__(
-        self, service: Any, guard: Guard, calls: CallsInHand, reads: ReadShare, max_message: int
+        self,
+        service: Any,
+        guard: Guard,
+        calls: CallsInHand,
+        reads: ReadShare,
+        max_message: int,
+        max_connections: int,
     ) -> None:
         """`service`: the QueueService whose `enqueue` writes (typed loosely: it imports us)."""
         self._service = service
@@ -54,6 +60,7 @@ class EnqueueFront:
         self._calls = calls
         self._reads = reads
         self._max_message = max_message
+        self._max_connections = max_connections
         self._wire: Any = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._watches = guard.watches("Enqueue")
@@ -65,19 +72,23 @@ class EnqueueFront:
 
     def start(self, host: str, port: int) -> int:
         """Listen on host:port (0: any free port) and serve from this loop; the port."""
-        self._wire = WireFront(f"{host}:{port}", self._max_message)
+        self._wire = WireFront(f"{host}:{port}", self._max_message, self._max_connections)
         asyncio.get_running_loop().add_reader(self._wire.fileno(), self._take)
         return int(self._wire.port)
 
     def close(self) -> None:
-        """Take no more requests (those taken are answered; see WireFront.close)."""
+        """Take no more requests; those handed over already are answered (see WireFront.close):
+        the loop keeps watching until `stop`, for any handed over as the close came."""
         if self._wire is not None:
-            asyncio.get_running_loop().remove_reader(self._wire.fileno())
-            self._take()  # what was handed over before the close is answered too
             self._wire.close()
+            self._take()
 
     async def stop(self) -> None:
-        """Once closed: wait for the requests in hand (the server's stop bounds the wait)."""
+        """Once closed and the server's calls are done: stop watching, answer the last ones."""
+        if self._wire is None:
+            return
+        asyncio.get_running_loop().remove_reader(self._wire.fileno())
+        self._take()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 

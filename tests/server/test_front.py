@@ -220,3 +220,81 @@ def test_a_front_out_of_reach_is_left_for_the_main_port(server: ServerProcess) -
         assert front_requests(server, 5) == 0, "every enqueue went by the main port"
     finally:
         forwarder.close()
+
+
+def test_every_enqueue_the_front_answered_survives_a_sigkill(server: ServerProcess) -> None:
+    """Eight producers on the front, the server SIGKILLed under them: every id answered is there
+    after the restart (an answer comes after the fsync, whichever port took the request)."""
+    answered: list[int] = []
+    lock = threading.Lock()
+    enough = threading.Event()
+
+    def produce() -> None:
+        with (
+            pyqueue.Client(server.address, failover_s=0) as client,
+            contextlib.suppress(pyqueue.PyQueueError),
+        ):
+            while True:
+                job = client.enqueue("t", {"n": 1})
+                with lock:
+                    answered.append(job.id)
+                    if len(answered) >= 400:
+                        enough.set()
+
+    producers = [threading.Thread(target=produce, daemon=True) for _ in range(8)]
+    for p in producers:
+        p.start()
+    assert enough.wait(TIMEOUT), "the producers made their first 400 enqueues"
+    assert front_requests(server, 400) > 0, "the producers are on the front"
+    server.kill()
+    for p in producers:
+        p.join(TIMEOUT)
+        assert not p.is_alive(), "a producer saw the kill"
+    server.restart()
+    with pyqueue.Client(server.address) as client:
+        with lock:
+            ids = list(answered)
+        missing = [i for i in ids if not _exists(client, i)]
+        assert not missing, f"{len(missing)} of {len(ids)} answered enqueues were lost"
+
+
+def _exists(client: pyqueue.Client, job_id: int) -> bool:
+    try:
+        client.get_job(job_id)
+    except pyqueue.NotFound:
+        return False
+    return True
+
+
+def test_a_restart_under_producers_on_the_front_loses_and_doubles_nothing(server: ServerProcess) -> None:
+    """SIGTERM with four producers on the front, and a start again: the front answers what it
+    took, refuses the rest unread, and each producer's client sends it again (failover)."""
+    answered: list[int] = []
+    lock = threading.Lock()
+    counts = threading.Semaphore(0)
+    stop = threading.Event()
+
+    def produce() -> None:
+        with pyqueue.Client(server.address) as client:
+            while not stop.is_set():
+                job = client.enqueue("t", {"n": 1})
+                with lock:
+                    answered.append(job.id)
+                counts.release()
+
+    producers = [threading.Thread(target=produce, daemon=True) for _ in range(4)]
+    for p in producers:
+        p.start()
+    for _ in range(200):
+        assert counts.acquire(timeout=TIMEOUT)
+    server.stop()
+    server.restart()
+    for _ in range(200):  # after the restart, on the new front
+        assert counts.acquire(timeout=TIMEOUT)
+    stop.set()
+    for p in producers:
+        p.join(TIMEOUT)
+        assert not p.is_alive()
+    with pyqueue.Client(server.address) as client:
+        assert len(set(answered)) == len(answered)
+        assert client.count_jobs() == len(answered), "every answered enqueue is there, once"

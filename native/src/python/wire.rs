@@ -141,9 +141,14 @@ type Incoming<'py> = (u64, u64, bool, Option<String>, String, Bound<'py, PyBytes
 #[pymethods]
 impl WireFront {
     #[new]
-    fn new(py: Python<'_>, address: &str, max_message: usize) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        address: &str,
+        max_message: usize,
+        max_connections: usize,
+    ) -> PyResult<Self> {
         let inner = py
-            .detach(|| Front::bind(address, max_message))
+            .detach(|| Front::bind(address, max_message, max_connections))
             .map_err(|e| PyOSError::new_err(format!("cannot listen on {address}: {e}")))?;
         Ok(Self { inner })
     }

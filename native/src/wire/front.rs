@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Write};
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -58,6 +58,8 @@ struct Shared {
     next_call: AtomicU64,
     closing: watch::Sender<bool>,
     max_message: usize,
+    connections: AtomicUsize,
+    max_connections: usize,
 }
 
 impl Shared {
@@ -79,8 +81,9 @@ pub struct Front {
 
 impl Front {
     /// Listen on `address` (host:port, port 0 for any); requests over `max_message` bytes are
-    /// refused RESOURCE_EXHAUSTED, as grpcio refuses them.
-    pub fn bind(address: &str, max_message: usize) -> io::Result<Front> {
+    /// refused RESOURCE_EXHAUSTED, as grpcio refuses them; past `max_connections` open at once
+    /// a new connection is closed before its handshake (its client stays on the main port).
+    pub fn bind(address: &str, max_message: usize, max_connections: usize) -> io::Result<Front> {
         let listener = runtime().block_on(TcpListener::bind(address))?;
         let port = listener.local_addr()?.port();
         let (wake_tx, wake_rx) = UnixStream::pair()?;
@@ -94,6 +97,8 @@ impl Front {
             next_call: AtomicU64::new(1),
             closing: watch::Sender::new(false),
             max_message,
+            connections: AtomicUsize::new(0),
+            max_connections,
         });
         runtime().spawn(accept(shared.clone(), listener));
         Ok(Front { shared, port })
@@ -149,6 +154,9 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
         tokio::select! {
             accepted = listener.accept() => {
                 if let Ok((socket, peer)) = accepted {
+                    if shared.connections.load(Ordering::Relaxed) >= shared.max_connections {
+                        continue; // dropped: closed before any handshake
+                    }
                     let _ = socket.set_nodelay(true);
                     let peer = match peer {
                         std::net::SocketAddr::V4(a) => format!("ipv4:{a}"),
@@ -162,7 +170,18 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
+/// Counts a connection while it is open.
+struct Open(Arc<Shared>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 async fn connection(shared: Arc<Shared>, socket: TcpStream, peer: String) {
+    shared.connections.fetch_add(1, Ordering::Relaxed);
+    let _open = Open(shared.clone());
     let handshake = h2::server::Builder::new()
         .initial_window_size(1 << 20)
         .initial_connection_window_size(1 << 24)
@@ -440,7 +459,7 @@ mod tests {
     }
 
     fn front_and_channel(metadata: &[(String, String)]) -> (Arc<Front>, Channel) {
-        let front = Arc::new(Front::bind("127.0.0.1:0", 1024).unwrap());
+        let front = Arc::new(Front::bind("127.0.0.1:0", 1024, 8).unwrap());
         let channel =
             Channel::new(&format!("127.0.0.1:{}", front.port()), metadata, 1 << 20).unwrap();
         (front, channel)
@@ -509,6 +528,23 @@ mod tests {
             "{big:?}"
         );
         assert!(front.drain().is_empty(), "nothing refused is handed over");
+    }
+
+    #[test]
+    fn connections_past_the_bound_are_closed_unserved() {
+        let front = Arc::new(Front::bind("127.0.0.1:0", 1024, 1).unwrap());
+        let address = format!("127.0.0.1:{}", front.port());
+        let answering = answer_in_turn(front.clone(), Duration::from_secs(2));
+        let first = Channel::new(&address, &[], 1 << 20).unwrap();
+        assert_eq!(&first.unary(ENQUEUE, b"ab", SECOND).unwrap()[..], b"ba");
+        let second = Channel::new(&address, &[], 1 << 20).unwrap();
+        let refused = second.unary(ENQUEUE, b"ab", SECOND);
+        assert!(
+            matches!(refused, Err(CallError::Unavailable { sent: false, .. })),
+            "{refused:?}"
+        );
+        assert_eq!(&first.unary(ENQUEUE, b"cd", SECOND).unwrap()[..], b"dc");
+        answering.join().unwrap();
     }
 
     #[test]
