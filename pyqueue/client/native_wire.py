@@ -31,6 +31,7 @@ ENQUEUE_STREAM = "/pyqueue.v1.Queue/EnqueueStream"
 FRONT_HEADER = "pyqueue-enqueue-port"  # as pyqueue.server.front's (the client imports no server)
 MAX_MESSAGE = 64 << 20  # as the grpcio channel's own limits (client.CHANNEL_OPTIONS)
 _UNIMPLEMENTED = 12
+_UNAVAILABLE = 14
 
 
 def usable(address: str, tls: bool) -> bool:
@@ -83,7 +84,10 @@ class NativeEnqueues:
         except WireError as exc:
             self._stream = None
             kind, code, message = exc.args
-            if self._front is not None and kind in ("unsent", "ended"):
+            # The front answers UNAVAILABLE only to what it never handed over (at its
+            # connection bound, or stopping): as unsent as a connection never made.
+            unread = kind in ("unsent", "ended") or (kind == "status" and code == _UNAVAILABLE)
+            if self._front is not None and unread:
                 # The front took nothing: nothing was written. Out of reach from here (it never
                 # answered): the main port takes the request now. Gone or stopping (the server
                 # restarts): unsent, so failover sends it again once the main port tells the

@@ -155,7 +155,8 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
             accepted = listener.accept() => {
                 if let Ok((socket, peer)) = accepted {
                     if shared.connections.load(Ordering::Relaxed) >= shared.max_connections {
-                        continue; // dropped: closed before any handshake
+                        tokio::spawn(refuse(socket));
+                        continue;
                     }
                     let _ = socket.set_nodelay(true);
                     let peer = match peer {
@@ -168,6 +169,30 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
             _ = closing.wait_for(|c| *c) => return, // the listener goes with this task
         }
     }
+}
+
+/// A connection past the bound: its calls are answered UNAVAILABLE unread (the client takes it
+/// as unsent and goes to the main port), and it is closed within a few seconds whatever it does.
+async fn refuse(socket: TcpStream) {
+    let refusing = async {
+        let Ok(mut connection) = h2::server::handshake(socket).await else {
+            return;
+        };
+        if let Some(Ok((_, mut respond))) = connection.accept().await {
+            let why = "this server's native front is at its connection limit \
+                       (--max-connections): nothing was read, call the main port";
+            end_call(&mut respond, None, Status::new(status::UNAVAILABLE, why));
+        }
+        connection.graceful_shutdown();
+        while let Some(Ok((_, mut respond))) = connection.accept().await {
+            end_call(
+                &mut respond,
+                None,
+                Status::new(status::UNAVAILABLE, "closing"),
+            );
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), refusing).await;
 }
 
 /// Counts a connection while it is open.
@@ -540,8 +565,13 @@ mod tests {
         let second = Channel::new(&address, &[], 1 << 20).unwrap();
         let refused = second.unary(ENQUEUE, b"ab", SECOND);
         assert!(
-            matches!(refused, Err(CallError::Unavailable { sent: false, .. })),
+            matches!(&refused, Err(CallError::Status(s)) if s.code == status::UNAVAILABLE
+                && s.message.contains("nothing was read")),
             "{refused:?}"
+        );
+        assert!(
+            front.drain().is_empty(),
+            "the refused call was not handed over"
         );
         assert_eq!(&first.unary(ENQUEUE, b"cd", SECOND).unwrap()[..], b"dc");
         answering.join().unwrap();
