@@ -351,17 +351,29 @@ class Engine:
 
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
         """Returns (id, duplicate) per job: a duplicate unique job is the existing one."""
+        return await self.submit_enqueue(jobs)
+
+    def submit_enqueue(self, jobs: Sequence[NewJob]) -> "asyncio.Future[list[tuple[int, bool]]]":
+        """`enqueue` without a coroutine: the checks now (EngineError), the write handed to the
+        writer, the (id, duplicate) pairs once durable. Writes submitted in one turn of the loop
+        go in one commit (the native front submits a whole batch of requests so)."""
         self.check_batch(len(jobs))
         self.disk.check()
+        assert self._committer is not None, "the engine is not started"
         started = time.perf_counter()
-        created: list[tuple[int, bool]] = await self._submit(
-            requests.Enqueue(
-                jobs, self.ids, self.memory, self.config.limits.max_payload_bytes, self.config.retry
-            )
+        request = requests.Enqueue(
+            jobs, self.ids, self.memory, self.config.limits.max_payload_bytes, self.config.retry
         )
+        self._committer.submit(request)
+        future: asyncio.Future[list[tuple[int, bool]]] = request.future
+        future.add_done_callback(lambda done: self._enqueued(done, started))
+        return future
+
+    def _enqueued(self, done: "asyncio.Future[list[tuple[int, bool]]]", started: float) -> None:
+        if done.cancelled() or done.exception() is not None:
+            return
         self.telemetry.enqueue_seconds.observe(time.perf_counter() - started)
-        self.stats["enqueued"] += sum(1 for _, duplicate in created if not duplicate)
-        return created
+        self.stats["enqueued"] += sum(1 for _, duplicate in done.result() if not duplicate)
 
     # Readers.
     def get_job(self, job_id: int) -> JobView:

@@ -1,6 +1,6 @@
 """Engine values to protobuf messages and back."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import grpc
 
@@ -189,6 +189,15 @@ def change_response(outcome: Outcome) -> pb.ChangeResponse:
         changed=[job_id for job_id, _ in outcome.done],
         rejected=[pb.Rejection(id=r.job_id, code=r.code, message=r.message) for r in outcome.rejected],
     )
+
+
+def enqueue_response(ids: Iterable[tuple[int, bool]]) -> pb.EnqueueResponse:
+    """An Enqueue's answer: (id, duplicate) per job."""
+    response = pb.EnqueueResponse()
+    add = response.jobs.add  # built in place: a message built apart is copied in
+    for job_id, duplicate in ids:
+        add(id=job_id, duplicate=duplicate)
+    return response
 
 
 def enqueue_refusal(code: grpc.StatusCode, message: str) -> pb.EnqueueResponse:

@@ -17,6 +17,7 @@ its port (for a firewall), `--no-native-front` turns it off.
 """
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -24,7 +25,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from pyqueue.engine.errors import EngineError
-from pyqueue.server.convert import enqueue_refusal
+from pyqueue.server.convert import enqueue_refusal, enqueue_response
 from pyqueue.server.read_share import ReadShare
 from pyqueue.server.rights import Guard
 from pyqueue.server.shutdown import CallsInHand
@@ -39,7 +40,6 @@ except ImportError:  # an extension built before the front existed
 log = logging.getLogger("pyqueue.server")
 
 FRONT_HEADER = "pyqueue-enqueue-port"
-_OK = 0
 
 
 class EnqueueFront:
@@ -54,7 +54,8 @@ class EnqueueFront:
         max_message: int,
         max_connections: int,
     ) -> None:
-        """`service`: the QueueService whose `enqueue` writes (typed loosely: it imports us)."""
+        """`service`: the QueueService whose `begin_enqueue` checks and writes (typed loosely:
+        it imports this module)."""
         self._service = service
         self._guard = guard
         self._calls = calls
@@ -62,7 +63,6 @@ class EnqueueFront:
         self._max_message = max_message
         self._max_connections = max_connections
         self._wire: Any = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self._watches = guard.watches("Enqueue")
         self.requests = 0  # taken so far (/metrics: pyqueue_native_front_requests_total)
 
@@ -89,38 +89,47 @@ class EnqueueFront:
             return
         asyncio.get_running_loop().remove_reader(self._wire.fileno())
         self._take()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._calls.finished()
 
     def _take(self) -> None:
-        loop = asyncio.get_running_loop()
+        """Every request waiting: checked, and its write handed to the writer, all in this turn
+        of the loop, so that the writer commits them together; each answered once durable."""
         taken = self._wire.drain()
         self.requests += len(taken)
         for call, seq, streaming, authorization, peer, raw in taken:
-            self._calls.enter()
             self._reads.note_write()
-            task = loop.create_task(self._answer(call, seq, streaming, authorization, peer, raw))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _answer(
-        self, call: int, seq: int, streaming: bool, authorization: str | None, peer: str, raw: bytes
-    ) -> None:
-        try:
             request = self._admit(call, authorization, peer, raw)
             if request is None:
-                return
+                continue
             try:
-                response = await self._service.enqueue(request)
-            except EngineError as exc:
-                if not streaming:
-                    return self._end(call, code_for(exc), str(exc))
-                response = enqueue_refusal(code_for(exc), str(exc))  # in-band: the stream goes on
+                written = self._service.begin_enqueue(request)
             except Exception as exc:
-                return self._end(call, *status_of("Enqueue", exc))
-            self._wire.answer(call, seq, response.SerializeToString())
-        finally:
-            self._calls.leave()
+                self._refuse(call, seq, streaming, exc)
+                continue
+            if written is None:  # validate_only: checked, nothing to write
+                self._wire.answer(call, seq, b"")
+                continue
+            self._calls.enter()
+            written.add_done_callback(functools.partial(self._written, call, seq, streaming))
+
+    def _written(self, call: int, seq: int, streaming: bool, written: "asyncio.Future[Any]") -> None:
+        self._calls.leave()
+        if written.cancelled():
+            self._end(call, grpc.StatusCode.UNAVAILABLE, "the server stopped before the write")
+        elif (error := written.exception()) is not None:
+            self._refuse(call, seq, streaming, error)
+        else:
+            self._wire.answer(call, seq, enqueue_response(written.result()).SerializeToString())
+
+    def _refuse(self, call: int, seq: int, streaming: bool, exc: BaseException) -> None:
+        """A refusal by the engine is in-band on a stream (it goes on) and ends a unary call;
+        anything else ends the call as the main port's `answered` would."""
+        if isinstance(exc, EngineError) and streaming:
+            self._wire.answer(call, seq, enqueue_refusal(code_for(exc), str(exc)).SerializeToString())
+        elif isinstance(exc, Exception):
+            self._end(call, *status_of("Enqueue", exc))
+        else:
+            self._end(call, grpc.StatusCode.INTERNAL, "Enqueue failed inside the server")
 
     def _admit(self, call: int, authorization: str | None, peer: str, raw: bytes) -> pb.EnqueueRequest | None:
         """The request, decoded and let through by the guard, as the main port's handlers.py does

@@ -17,6 +17,7 @@ from pyqueue.server.convert import (
     changes_from_pb,
     cron_to_pb,
     enqueue_refusal,
+    enqueue_response,
     error_to_pb,
     fair_keys_message,
     filter_from_pb,
@@ -56,7 +57,14 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
         return await self.enqueue(request)
 
     async def enqueue(self, request: pb.EnqueueRequest) -> pb.EnqueueResponse:
-        """An Enqueue, here and on the native front (front.py); a refusal raises EngineError."""
+        """An Enqueue; a refusal raises EngineError."""
+        written = self.begin_enqueue(request)
+        return enqueue_response(() if written is None else await written)
+
+    def begin_enqueue(self, request: pb.EnqueueRequest) -> "asyncio.Future[list[tuple[int, bool]]] | None":
+        """An Enqueue's checks (EngineError) and its write handed to the writer: the (id,
+        duplicate) pairs once durable, None for a request only to validate (checked, nothing to
+        write). The native front (front.py) calls it for each request of a batch."""
         engine = self.engine
         engine.check_batch(len(request.jobs))
         for queue in dict.fromkeys(job.queue for job in request.jobs):  # each name once, in order
@@ -64,13 +72,8 @@ class QueueService(WorkflowCalls, pb_grpc.QueueServicer):
         jobs = [new_job(engine, i, j) for i, j in enumerate(request.jobs)]
         if request.validate_only:
             engine.disk.check()
-            return pb.EnqueueResponse()
-        ids = await engine.enqueue(jobs)
-        response = pb.EnqueueResponse()
-        add = response.jobs.add  # built in place: a message built apart is copied in
-        for job_id, duplicate in ids:
-            add(id=job_id, duplicate=duplicate)
-        return response
+            return None
+        return engine.submit_enqueue(jobs)
 
     async def EnqueueStream(self, request_iterator: object, context: Context) -> None:  # type: ignore[override]
         if self.front_port:  # the native client moves to the front once it reads this

@@ -33,6 +33,8 @@ pub const ENQUEUE_STREAM: &str = "/pyqueue.v1.Queue/EnqueueStream";
 /// Requests of one stream handed over and not yet answered; past it the stream is not read
 /// (HTTP/2's flow control then holds its client).
 const UNANSWERED_PER_CALL: u64 = 256;
+/// How long a closed front keeps a connection's socket after its last call ended.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One request, handed to the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,25 +176,26 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
 /// A connection past the bound: its calls are answered UNAVAILABLE unread (the client takes it
 /// as unsent and goes to the main port), and it is closed within a few seconds whatever it does.
 async fn refuse(socket: TcpStream) {
+    let why = "this server's native front is at its connection limit (--max-connections): \
+               nothing was read, call the main port";
     let refusing = async {
-        let Ok(mut connection) = h2::server::handshake(socket).await else {
-            return;
-        };
-        if let Some(Ok((_, mut respond))) = connection.accept().await {
-            let why = "this server's native front is at its connection limit \
-                       (--max-connections): nothing was read, call the main port";
-            end_call(&mut respond, None, Status::new(status::UNAVAILABLE, why));
-        }
-        connection.graceful_shutdown();
-        while let Some(Ok((_, mut respond))) = connection.accept().await {
-            end_call(
-                &mut respond,
-                None,
-                Status::new(status::UNAVAILABLE, "closing"),
-            );
+        if let Ok(connection) = h2::server::handshake(socket).await {
+            refuse_calls(connection, why).await;
         }
     };
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), refusing).await;
+    let _ = tokio::time::timeout(LINGER * 2, refusing).await;
+}
+
+/// Answer a connection's calls UNAVAILABLE, unread, and end it.
+async fn refuse_calls(mut connection: h2::server::Connection<TcpStream, Bytes>, why: &str) {
+    if let Some(Ok((_, mut respond))) = connection.accept().await {
+        end_call(&mut respond, None, Status::new(status::UNAVAILABLE, why));
+    }
+    connection.graceful_shutdown();
+    while let Some(Ok((_, mut respond))) = connection.accept().await {
+        end_call(&mut respond, None, Status::new(status::UNAVAILABLE, why));
+    }
+    tokio::time::sleep(LINGER).await; // as in `connection`: the client reads the answer
 }
 
 /// Counts a connection while it is open.
@@ -215,6 +218,12 @@ async fn connection(shared: Arc<Shared>, socket: TcpStream, peer: String) {
     let Ok(mut connection) = handshake else {
         return;
     };
+    if *shared.closing.borrow() {
+        // Accepted as the close came: refused unread, so its client sends the request again.
+        let refusing = refuse_calls(connection, "the server is stopping: nothing was read");
+        let _ = tokio::time::timeout(LINGER * 2, refusing).await;
+        return;
+    }
     let mut closing = shared.closing.subscribe();
     let mut going = false;
     loop {
@@ -223,7 +232,7 @@ async fn connection(shared: Arc<Shared>, socket: TcpStream, peer: String) {
                 Some(Ok((request, respond))) => {
                     tokio::spawn(call(shared.clone(), request, respond, peer.clone()));
                 }
-                _ => return,
+                _ => break,
             },
             _ = closing.wait_for(|c| *c), if !going => {
                 going = true;
@@ -231,6 +240,13 @@ async fn connection(shared: Arc<Shared>, socket: TcpStream, peer: String) {
             }
         }
     }
+    if going {
+        // Every call ended. The socket stays open a moment, unread: a client that sent on a
+        // stream just ended reads its end (nothing was read: it sends again) instead of a
+        // broken pipe, which would leave it not knowing whether its request was taken.
+        tokio::time::sleep(LINGER).await;
+    }
+    drop(connection);
 }
 
 async fn call(
@@ -618,9 +634,11 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         let again = Channel::new(&format!("127.0.0.1:{}", front.port()), &[], 1 << 20).unwrap();
+        // Refused unread: no listener any more, or (accepted as the close came) UNAVAILABLE.
         let refused = again.unary(ENQUEUE, b"x", SECOND);
         assert!(
-            matches!(refused, Err(CallError::Unavailable { sent: false, .. })),
+            matches!(&refused, Err(CallError::Unavailable { sent: false, .. }))
+                || matches!(&refused, Err(CallError::Status(s)) if s.code == status::UNAVAILABLE),
             "{refused:?}"
         );
         answering.join().unwrap();
