@@ -228,11 +228,14 @@ class WireFront:
     """The server's port for Enqueue and EnqueueStream (native/src/wire/front.rs), listening on
     `address` (host:port, port 0 for any) from the transport's runtime. Requests over
     `max_message` bytes are refused RESOURCE_EXHAUSTED there; other paths UNIMPLEMENTED; past
-    `max_connections` open at once, a new connection is closed before its handshake.
+    `max_connections` open at once, a new connection is answered UNAVAILABLE unread; a connection
+    whose peer leaves a ping (sent every `ping_every_s`) unanswered for `ping_timeout_s` is closed.
     `fileno()` turns readable when requests wait; `drain()` takes them all, and each is answered
     by its (call, seq): on a stream the answers go out in the order of the requests."""
 
-    def __new__(cls, address: str, max_message: int, max_connections: int) -> WireFront: ...
+    def __new__(
+        cls, address: str, max_message: int, max_connections: int, ping_every_s: float, ping_timeout_s: float
+    ) -> WireFront: ...
     @property
     def port(self) -> int: ...
     def fileno(self) -> int: ...

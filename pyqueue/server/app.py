@@ -161,9 +161,7 @@ async def serve_store(
     service.address = advertised(address, config.advertise)
     front = None
     if config.native_front and config.tls is None and config.cluster is None and EnqueueFront.available():
-        front = EnqueueFront(
-            service, guard, calls, service.reads, config.max_message_bytes, config.max_connections
-        )
+        front = EnqueueFront(service, guard, calls, service.reads, config)
         port = config.enqueue_port + config.shard_index if config.enqueue_port else 0
         service.front_port = front.start(address.rsplit(":", 1)[0], port)
         service.front_requests = lambda: front.requests if front is not None else 0

@@ -25,6 +25,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from pyqueue.engine.errors import EngineError
+from pyqueue.server.config import ServerConfig
 from pyqueue.server.convert import enqueue_refusal, enqueue_response
 from pyqueue.server.read_share import ReadShare
 from pyqueue.server.rights import Guard
@@ -51,8 +52,7 @@ class EnqueueFront:
         guard: Guard,
         calls: CallsInHand,
         reads: ReadShare,
-        max_message: int,
-        max_connections: int,
+        config: ServerConfig,
     ) -> None:
         """`service`: the QueueService whose `begin_enqueue` checks and writes (typed loosely:
         it imports this module)."""
@@ -60,8 +60,7 @@ class EnqueueFront:
         self._guard = guard
         self._calls = calls
         self._reads = reads
-        self._max_message = max_message
-        self._max_connections = max_connections
+        self._config = config
         self._wire: Any = None
         self._watches = guard.watches("Enqueue")
         self.requests = 0  # taken so far (/metrics: pyqueue_native_front_requests_total)
@@ -72,7 +71,16 @@ class EnqueueFront:
 
     def start(self, host: str, port: int) -> int:
         """Listen on host:port (0: any free port) and serve from this loop; the port."""
-        self._wire = WireFront(f"{host}:{port}", self._max_message, self._max_connections)
+        config = self._config
+        # Pings as the main port's (ServerConfig.grpc_options): a vanished client host is let go.
+        ping_every_s = config.worker_timeout_s / 3
+        self._wire = WireFront(
+            f"{host}:{port}",
+            config.max_message_bytes,
+            config.max_connections,
+            ping_every_s,
+            config.worker_timeout_s - ping_every_s,
+        )
         asyncio.get_running_loop().add_reader(self._wire.fileno(), self._take)
         return int(self._wire.port)
 

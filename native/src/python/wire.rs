@@ -4,7 +4,7 @@
 
 use crate::wire::channel::{CallError, Channel as CoreChannel, Stream as CoreStream};
 use crate::wire::echo;
-use crate::wire::front::Front;
+use crate::wire::front::{Front, FrontConfig};
 use crate::wire::status::Status;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyValueError};
@@ -141,14 +141,23 @@ type Incoming<'py> = (u64, u64, bool, Option<String>, String, Bound<'py, PyBytes
 #[pymethods]
 impl WireFront {
     #[new]
+    #[pyo3(signature = (address, max_message, max_connections, ping_every_s, ping_timeout_s))]
     fn new(
         py: Python<'_>,
         address: &str,
         max_message: usize,
         max_connections: usize,
+        ping_every_s: f64,
+        ping_timeout_s: f64,
     ) -> PyResult<Self> {
+        let config = FrontConfig {
+            max_message,
+            max_connections,
+            ping_every: duration(ping_every_s)?,
+            ping_timeout: duration(ping_timeout_s)?,
+        };
         let inner = py
-            .detach(|| Front::bind(address, max_message, max_connections))
+            .detach(|| Front::bind(address, config))
             .map_err(|e| PyOSError::new_err(format!("cannot listen on {address}: {e}")))?;
         Ok(Self { inner })
     }

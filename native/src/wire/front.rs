@@ -25,6 +25,7 @@ use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
@@ -34,7 +35,32 @@ pub const ENQUEUE_STREAM: &str = "/pyqueue.v1.Queue/EnqueueStream";
 /// (HTTP/2's flow control then holds its client).
 const UNANSWERED_PER_CALL: u64 = 256;
 /// How long a closed front keeps a connection's socket after its last call ended.
-const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+const LINGER: Duration = Duration::from_secs(2);
+
+/// What a front allows, and how it finds a client that vanished.
+#[derive(Debug, Clone, Copy)]
+pub struct FrontConfig {
+    /// Requests over it are refused RESOURCE_EXHAUSTED, as grpcio refuses them.
+    pub max_message: usize,
+    /// Past it, a new connection is answered UNAVAILABLE unread (its client stays on the main
+    /// port) and closed.
+    pub max_connections: usize,
+    /// An HTTP/2 ping this often; a connection whose peer does not answer one within
+    /// `ping_timeout` is closed (a client host that vanished holds nothing for long).
+    pub ping_every: Duration,
+    pub ping_timeout: Duration,
+}
+
+impl Default for FrontConfig {
+    fn default() -> Self {
+        Self {
+            max_message: 64 << 20,
+            max_connections: 10_000,
+            ping_every: Duration::from_secs(5),
+            ping_timeout: Duration::from_secs(10),
+        }
+    }
+}
 
 /// One request, handed to the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,9 +85,8 @@ struct Shared {
     calls: Mutex<HashMap<u64, mpsc::UnboundedSender<Answer>>>,
     next_call: AtomicU64,
     closing: watch::Sender<bool>,
-    max_message: usize,
+    config: FrontConfig,
     connections: AtomicUsize,
-    max_connections: usize,
 }
 
 impl Shared {
@@ -82,10 +107,8 @@ pub struct Front {
 }
 
 impl Front {
-    /// Listen on `address` (host:port, port 0 for any); requests over `max_message` bytes are
-    /// refused RESOURCE_EXHAUSTED, as grpcio refuses them; past `max_connections` open at once
-    /// a new connection is closed before its handshake (its client stays on the main port).
-    pub fn bind(address: &str, max_message: usize, max_connections: usize) -> io::Result<Front> {
+    /// Listen on `address` (host:port, port 0 for any).
+    pub fn bind(address: &str, config: FrontConfig) -> io::Result<Front> {
         let listener = runtime().block_on(TcpListener::bind(address))?;
         let port = listener.local_addr()?.port();
         let (wake_tx, wake_rx) = UnixStream::pair()?;
@@ -98,9 +121,8 @@ impl Front {
             calls: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(1),
             closing: watch::Sender::new(false),
-            max_message,
+            config,
             connections: AtomicUsize::new(0),
-            max_connections,
         });
         runtime().spawn(accept(shared.clone(), listener));
         Ok(Front { shared, port })
@@ -139,6 +161,11 @@ impl Front {
         }
     }
 
+    /// Connections open.
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::Relaxed)
+    }
+
     /// Calls open (a stream counts from its first byte to its end).
     pub fn open_calls(&self) -> usize {
         self.shared.calls.lock().expect("the front's calls").len()
@@ -156,7 +183,7 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
         tokio::select! {
             accepted = listener.accept() => {
                 if let Ok((socket, peer)) = accepted {
-                    if shared.connections.load(Ordering::Relaxed) >= shared.max_connections {
+                    if shared.connections.load(Ordering::Relaxed) >= shared.config.max_connections {
                         tokio::spawn(refuse(socket));
                         continue;
                     }
@@ -169,6 +196,17 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
                 }
             }
             _ = closing.wait_for(|c| *c) => return, // the listener goes with this task
+        }
+    }
+}
+
+/// Returns once a ping goes unanswered for `ping_timeout` (or the connection is gone).
+async fn keepalive(mut pings: h2::PingPong, config: FrontConfig) {
+    loop {
+        tokio::time::sleep(config.ping_every).await;
+        match tokio::time::timeout(config.ping_timeout, pings.ping(h2::Ping::opaque())).await {
+            Ok(Ok(_)) => continue,
+            _ => return,
         }
     }
 }
@@ -226,8 +264,20 @@ async fn connection(shared: Arc<Shared>, socket: TcpStream, peer: String) {
     }
     let mut closing = shared.closing.subscribe();
     let mut going = false;
+    let silent = connection
+        .ping_pong()
+        .map(|pings| tokio::spawn(keepalive(pings, shared.config)));
+    let mut silent = std::pin::pin!(async move {
+        match silent {
+            Some(watch) => {
+                let _ = watch.await;
+            }
+            None => std::future::pending().await,
+        }
+    });
     loop {
         tokio::select! {
+            _ = &mut silent => return, // the peer stopped answering pings: drop the connection
             next = connection.accept() => match next {
                 Some(Ok((request, respond))) => {
                     tokio::spawn(call(shared.clone(), request, respond, peer.clone()));
@@ -308,7 +358,7 @@ struct Call {
 
 impl Call {
     async fn serve(&mut self) {
-        let mut deframer = Deframer::new(self.shared.max_message);
+        let mut deframer = Deframer::new(self.shared.config.max_message);
         let mut closing = self.shared.closing.subscribe();
         let mut stopping = *closing.borrow();
         let mut handed = 0u64;
@@ -471,7 +521,15 @@ fn refusal(err: FrameError) -> Status {
 mod tests {
     use super::*;
     use crate::wire::channel::{CallError, Channel};
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
+
+    fn small(max_connections: usize) -> FrontConfig {
+        FrontConfig {
+            max_message: 1024,
+            max_connections,
+            ..FrontConfig::default()
+        }
+    }
 
     const SECOND: Duration = Duration::from_secs(1);
 
@@ -500,7 +558,7 @@ mod tests {
     }
 
     fn front_and_channel(metadata: &[(String, String)]) -> (Arc<Front>, Channel) {
-        let front = Arc::new(Front::bind("127.0.0.1:0", 1024, 8).unwrap());
+        let front = Arc::new(Front::bind("127.0.0.1:0", small(8)).unwrap());
         let channel =
             Channel::new(&format!("127.0.0.1:{}", front.port()), metadata, 1 << 20).unwrap();
         (front, channel)
@@ -573,7 +631,7 @@ mod tests {
 
     #[test]
     fn connections_past_the_bound_are_closed_unserved() {
-        let front = Arc::new(Front::bind("127.0.0.1:0", 1024, 1).unwrap());
+        let front = Arc::new(Front::bind("127.0.0.1:0", small(1)).unwrap());
         let address = format!("127.0.0.1:{}", front.port());
         let answering = answer_in_turn(front.clone(), Duration::from_secs(2));
         let first = Channel::new(&address, &[], 1 << 20).unwrap();
@@ -591,6 +649,39 @@ mod tests {
         );
         assert_eq!(&first.unary(ENQUEUE, b"cd", SECOND).unwrap()[..], b"dc");
         answering.join().unwrap();
+    }
+
+    #[test]
+    fn a_peer_that_stops_answering_pings_is_dropped() {
+        let config = FrontConfig {
+            ping_every: Duration::from_millis(50),
+            ping_timeout: Duration::from_millis(200),
+            ..small(8)
+        };
+        let front = Front::bind("127.0.0.1:0", config).unwrap();
+        // An HTTP/2 client that says hello and then reads nothing: no pong ever comes back.
+        let mut silent = std::net::TcpStream::connect(("127.0.0.1", front.port())).unwrap();
+        silent
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .unwrap();
+        let start = Instant::now();
+        while front.connections() != 1 {
+            assert!(start.elapsed() < Duration::from_secs(5), "never counted");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        while front.connections() != 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "a silent peer was kept"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // One that answers its pings (the transport's own channel) is kept.
+        let channel = Channel::new(&format!("127.0.0.1:{}", front.port()), &[], 1 << 20).unwrap();
+        let mut stream = channel.open_stream(ENQUEUE_STREAM).unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        assert_eq!(front.connections(), 1, "a peer that answers pings is kept");
+        stream.close();
     }
 
     #[test]
