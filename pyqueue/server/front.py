@@ -122,8 +122,8 @@ class EnqueueFront:
 
     def _written(self, call: int, seq: int, streaming: bool, written: "asyncio.Future[Any]") -> None:
         self._calls.leave()
-        if written.cancelled():
-            self._end(call, grpc.StatusCode.UNAVAILABLE, "the server stopped before the write")
+        if written.cancelled():  # nothing cancels a write today; if it did, it may be written
+            self._end(call, grpc.StatusCode.CANCELLED, "the write was cancelled: it may or may not be done")
         elif (error := written.exception()) is not None:
             self._refuse(call, seq, streaming, error)
         else:
