@@ -44,13 +44,15 @@ def client(server: ServerProcess) -> Iterator[pyqueue.Client]:
         yield c
 
 
-# In CI a durability, keepalive or network test that skips (a missing tool, no root) proves nothing,
-# so it fails.
+# In CI a durability, keepalive, network or PostgreSQL test that skips (a missing tool, no root)
+# proves nothing, so it fails.
 _MUST_RUN_IN_CI = (
     "tests/durability/",
     "tests/cluster/",
     "tests/server/test_keepalive.py",
     "tests/server/test_network.py",
+    "tests/contrib/test_outbox_postgres.py",
+    "tests/contrib/test_django_outbox.py",
 )
 
 

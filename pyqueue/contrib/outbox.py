@@ -20,20 +20,17 @@ A row holds the job's spec as JSON; its id makes the job's unique key (`outbox:T
 the server answers with the same job: each committed job is enqueued once. A spec with its own
 unique_key keeps it (then its own scope decides)."""
 
-import base64
-import json
-import time
 from collections.abc import Mapping
-from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Float, Integer, MetaData, Table, Text, insert
+from sqlalchemy import BigInteger, Column, Float, Integer, MetaData, Table, Text, event, insert
 from sqlalchemy.engine import Connection, Engine
 
 from pyqueue.app import BoundJob, JobFunction
-from pyqueue.client.spec import JOB_FIELDS
+from pyqueue.contrib import pg_notify
+from pyqueue.contrib.outbox_rows import TABLE, from_row, job_spec, row_values
 
-TABLE = "pyqueue_outbox"
+__all__ = ["TABLE", "Outbox", "from_row", "job_spec"]
 
 
 class Outbox:
@@ -47,9 +44,13 @@ class Outbox:
             Column("spec", Text, nullable=False),
             Column("refused", Text, nullable=True),  # the server's reason, if it refused the job for good
         )
+        # On PostgreSQL, a commit that added rows wakes the relays (LISTEN/NOTIFY), whoever makes
+        # the table: create() here, or metadata.create_all() in your own set-up.
+        event.listen(self.table, "after_create", _notify_trigger)
 
     def create(self, bind: Engine | Connection) -> None:
-        """Create the table if it is not there (your migrations may own it instead)."""
+        """Create the table if it is not there (your migrations may own it instead: on
+        PostgreSQL the relay adds the NOTIFY trigger itself when it starts)."""
         self.table.create(bind, checkfirst=True)
 
     def enqueue(
@@ -73,46 +74,10 @@ class Outbox:
 
     def row(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """The row for `spec`, checked now (a bad spec fails the app's call, not the relay)."""
-        unknown = set(spec) - JOB_FIELDS
-        if unknown or "type" not in spec:
-            raise TypeError(f"a job spec needs 'type' and only job fields (unknown: {sorted(unknown)})")
-        return {"created_at": time.time(), "spec": json.dumps(_plain(spec), separators=(",", ":"))}
+        return row_values(spec)
 
 
-def job_spec(
-    job: JobFunction[Any, Any] | BoundJob[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    bound = job if isinstance(job, BoundJob) else BoundJob(job, job.defaults)
-    function = bound.function
-    function.enqueuing()
-    return bound.opts.spec(function.name, function.payload(*args, **kwargs))
-
-
-def _plain(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec as JSON holds it: run_at as epoch seconds, durations as seconds, a bytes payload
-    as base64 (under its own name, so that no JSON payload is mistaken for one)."""
-    plain: dict[str, Any] = {}
-    for name, value in spec.items():
-        if value is None:
-            continue
-        if name == "run_at" and isinstance(value, datetime):
-            value = value.timestamp()
-        elif isinstance(value, timedelta):
-            value = value.total_seconds()
-        elif name == "payload" and isinstance(value, bytes | bytearray | memoryview):
-            name, value = "payload_base64", base64.b64encode(bytes(value)).decode()
-        plain[name] = value
-    return plain
-
-
-def from_row(spec: str, created_at: float) -> dict[str, Any]:
-    """A row's spec as Client.enqueue_many takes it; a delay counts from when the row was
-    written, not from when the relay sends it."""
-    found: dict[str, Any] = json.loads(spec)
-    if "payload_base64" in found:
-        found["payload"] = base64.b64decode(found.pop("payload_base64"))
-    if found.get("run_at") is not None:
-        found["run_at"] = datetime.fromtimestamp(float(found["run_at"])).astimezone()
-    if found.get("delay"):
-        found["run_at"] = datetime.fromtimestamp(created_at + float(found.pop("delay"))).astimezone()
-    return found
+def _notify_trigger(table: Table, connection: Connection, **_: Any) -> None:
+    if connection.dialect.name == "postgresql":
+        for statement in pg_notify.install_statements(table.name):
+            connection.exec_driver_sql(statement)

@@ -11,21 +11,26 @@ A row the server refuses for good (INVALID_ARGUMENT, PERMISSION_DENIED, RESOURCE
 block every row behind it: the step sends the rows one by one, marks each refused one with the
 server's reason (the `refused` column, kept for you to read and fix) and goes on.
 
-On PostgreSQL several relays may share the table (`FOR UPDATE SKIP LOCKED`); elsewhere (SQLite)
-run one (a second one is safe, the keys dedupe, but does the work twice). It polls, backing off
-from `idle_min_s` to `idle_max_s` while the table is empty.
+On PostgreSQL several relays may share the table (`FOR UPDATE SKIP LOCKED`), and each waits for
+commits with LISTEN/NOTIFY (contrib/pg_notify.py: no polling; a read every `listen_fallback_s`
+all the same). Elsewhere (SQLite) run one (a second one is safe, the keys dedupe, but does the
+work twice); it polls, backing off from `idle_min_s` to `idle_max_s` while the table is empty.
 """
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, delete, select, update
 
+from pyqueue import failpoints
 from pyqueue.client import Client
+from pyqueue.contrib import pg_notify
 from pyqueue.contrib.outbox import TABLE, Outbox, from_row
+from pyqueue.contrib.outbox_rows import row_key
 from pyqueue.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -50,6 +55,15 @@ class RelayConfig:
     idle_min_s: float = 0.005
     idle_max_s: float = 0.02
     retry_s: float = 1.0  # the wait after the server could not be reached
+    listen_fallback_s: float = 1.0  # PostgreSQL: the longest wait for a NOTIFY before a read
+
+
+def engine_url(database: str) -> str:
+    """`postgresql://` means psycopg 3 here (the `postgres` extra), which LISTEN needs; a URL
+    that names its driver keeps it."""
+    if database.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + database.split("://", 1)[1]
+    return database
 
 
 class OutboxRelay:
@@ -62,12 +76,19 @@ class OutboxRelay:
     ) -> None:
         self.config = config
         self.client = client
-        self.engine = engine or create_engine(config.database)
+        self.engine = engine or create_engine(engine_url(config.database))
         self.outbox = Outbox(config.table)
         self.outbox.create(self.engine)
+        self.listens = self.engine.dialect.name == "postgresql"
+        if self.listens:  # a table made by the app's own migrations may lack the trigger
+            with self.engine.begin() as connection:
+                for statement in pg_notify.install_statements(config.table):
+                    connection.exec_driver_sql(statement)
         self._stop = threading.Event()
         self._wait = wait or self._stop.wait  # tests give their own
         self._thread: threading.Thread | None = None
+        self._listener: pg_notify.Listener | None = None
+        self._listen_again_at = 0.0
         self.relayed = 0
 
     def start(self) -> None:
@@ -76,30 +97,74 @@ class OutboxRelay:
 
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
+        listener = self._listener
+        if listener is not None:
+            listener.interrupt()
         if self._thread is not None:
             self._thread.join(timeout)
 
+    @property
+    def listening(self) -> bool:
+        """Waiting for commits by LISTEN/NOTIFY (PostgreSQL, its connection up)."""
+        return self._listener is not None
+
     def run(self) -> None:
-        delay = 0.0
-        while not self._wait(delay):
-            try:
-                moved = self.run_once()
-            except PyQueueError as exc:
-                log.warning(
-                    "the server did not take the outbox's jobs (%s); again in %.1fs", exc, self.config.retry_s
-                )
-                delay = self.config.retry_s
-                continue
-            except Exception:  # the database (locked, gone, restarting): the rows are still there
-                log.exception("the outbox could not be read or updated; again in %.1fs", self.config.retry_s)
-                delay = self.config.retry_s
-                continue
-            if moved == self.config.batch:
-                delay = 0.0  # more are waiting
-            elif moved:
-                delay = self.config.idle_min_s
-            else:
-                delay = min(max(delay * 2, self.config.idle_min_s), self.config.idle_max_s)
+        delay, idle = 0.0, False
+        try:
+            while not (self._wait_for_commit() if idle and self.listens else self._wait(delay)):
+                delay, idle = self._step(delay)
+        finally:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+
+    def _step(self, delay: float) -> tuple[float, bool]:
+        """One run_once; the pause before the next, and whether the table was left empty."""
+        try:
+            moved = self.run_once()
+        except PyQueueError as exc:
+            log.warning(
+                "the server did not take the outbox's jobs (%s); again in %.1fs", exc, self.config.retry_s
+            )
+            return self.config.retry_s, False
+        except Exception:  # the database (locked, gone, restarting): the rows are still there
+            log.exception("the outbox could not be read or updated; again in %.1fs", self.config.retry_s)
+            return self.config.retry_s, False
+        if moved == self.config.batch:
+            return 0.0, False  # more are waiting
+        if moved:
+            return self.config.idle_min_s, True
+        return min(max(delay * 2, self.config.idle_min_s), self.config.idle_max_s), True
+
+    def _wait_for_commit(self) -> bool:
+        """PostgreSQL, the table read empty: wait for a NOTIFY (polling while the LISTEN
+        connection is down). True once stopped."""
+        listener = self._listener
+        if listener is None:
+            if self._listen() is not None:
+                return self._stop.is_set()  # read once more: a row may have committed before the LISTEN
+            return self._wait(self.config.idle_max_s)
+        try:
+            listener.wait(self.config.listen_fallback_s)
+        except Exception as exc:  # the database went away: poll until a new LISTEN holds
+            log.warning("the outbox's LISTEN connection broke (%s); polling until it is back", exc)
+            listener.close()
+            self._listener = None
+            self._listen_again_at = time.monotonic() + self.config.retry_s
+        return self._stop.is_set()
+
+    def _listen(self) -> pg_notify.Listener | None:
+        if time.monotonic() < self._listen_again_at:
+            return None
+        try:
+            self._listener = pg_notify.Listener(self.engine, self.config.table)
+        except TypeError as exc:  # a driver without LISTEN: poll for good
+            log.warning("%s; the relay polls", exc)
+            self.listens = False
+        except Exception as exc:
+            log.warning("cannot LISTEN for the outbox's commits (%s); polling", exc)
+            self._listen_again_at = time.monotonic() + self.config.retry_s
+        return self._listener
 
     def run_once(self) -> int:
         """Move up to one batch of committed rows; the number moved (refused ones included)."""
@@ -115,6 +180,7 @@ class OutboxRelay:
             specs = [self._spec(row) for row in rows]
             try:
                 self.client.enqueue_many(specs)
+                failpoints.crash("relay_answered")  # tests: dead between the answer and the delete
                 refused: dict[int, str] = {}
             except REFUSALS:
                 refused = self._one_by_one(rows, specs)
@@ -139,7 +205,7 @@ class OutboxRelay:
     def _spec(self, row: Any) -> dict[str, Any]:
         spec = from_row(row.spec, row.created_at)
         if not spec.get("unique_key"):
-            spec["unique_key"] = f"outbox:{self.config.table}:{row.id}"
+            spec["unique_key"] = row_key(self.config.table, row.id)
             spec["unique_scope"] = "exists"
         spec["keep_completed"] = max(float(spec.get("keep_completed") or 0), self.config.keep_s)
         return spec
