@@ -20,3 +20,10 @@ def use_database(n: int) -> None:
         cursor.execute("SELECT 1")
     with Path(os.environ["SITE_TRACE"]).open("a") as f:
         f.write(f"{n} {found} {threading.get_ident()}\n")
+
+
+@task(backend="outbox")
+def receipt(order_id: int) -> str:
+    with Path(os.environ["SITE_TRACE"]).open("a") as f:
+        f.write(f"receipt {order_id}\n")
+    return f"sent {order_id}"
