@@ -26,6 +26,10 @@ def start_relay(database: str, address: str, table: str, batch: int, keep: float
     config = RelayConfig(database=database, table=table, batch=batch, keep_s=keep)
     try:
         relay = OutboxRelay(config, Client(address))
+    except ModuleNotFoundError as exc:  # the database's driver
+        raise click.ClickException(
+            f'cannot open the outbox at {database}: {exc} (PostgreSQL: pip install "pyqueue[postgres]")'
+        ) from None
     except Exception as exc:  # a bad URL, a database that is not there: say so and exit
         raise click.ClickException(f"cannot open the outbox at {database}: {exc}") from None
     relay.start()
@@ -33,7 +37,11 @@ def start_relay(database: str, address: str, table: str, batch: int, keep: float
 
 
 @click.command()
-@click.option("--database", required=True, help="The app's database, as a SQLAlchemy URL.")
+@click.option(
+    "--database",
+    required=True,
+    help="The app's database, as a SQLAlchemy URL (postgresql://... uses psycopg 3 and waits on LISTEN/NOTIFY).",
+)
 @click.option("--table", default="pyqueue_outbox", show_default=True)
 @click.option(
     "--batch", default=500, show_default=True, type=click.IntRange(1, 10_000), help="Rows per enqueue call."

@@ -43,6 +43,9 @@ class Outbox:
             Column("created_at", Float, nullable=False),
             Column("spec", Text, nullable=False),
             Column("refused", Text, nullable=True),  # the server's reason, if it refused the job for good
+            # A row's id is its job's unique key, so an id must never come back: without
+            # AUTOINCREMENT SQLite hands out max(id)+1, and 1 again once the relay emptied the table.
+            sqlite_autoincrement=True,
         )
         # On PostgreSQL, a commit that added rows wakes the relays (LISTEN/NOTIFY), whoever makes
         # the table: create() here, or metadata.create_all() in your own set-up.

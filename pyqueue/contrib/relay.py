@@ -66,6 +66,21 @@ def engine_url(database: str) -> str:
     return database
 
 
+def _check_ids_never_reused(engine: Engine, table: str) -> None:
+    """Refuse a SQLite table whose ids come back (no AUTOINCREMENT): a reused id would make a
+    new row's job look like one already sent, and the server would drop it as a duplicate."""
+    with engine.connect() as connection:
+        ddl = connection.exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).scalar()
+    if ddl is not None and "AUTOINCREMENT" not in ddl.upper():
+        raise ValueError(
+            f"the outbox table {table} has no AUTOINCREMENT: SQLite reuses its ids once rows are deleted, "
+            "and a reused id would be taken for a job already sent. Recreate it with "
+            "'id INTEGER PRIMARY KEY AUTOINCREMENT' (Outbox().create does) once the relay has emptied it"
+        )
+
+
 class OutboxRelay:
     def __init__(
         self,
@@ -79,6 +94,8 @@ class OutboxRelay:
         self.engine = engine or create_engine(engine_url(config.database))
         self.outbox = Outbox(config.table)
         self.outbox.create(self.engine)
+        if self.engine.dialect.name == "sqlite":
+            _check_ids_never_reused(self.engine, config.table)
         self.listens = self.engine.dialect.name == "postgresql"
         if self.listens:  # a table made by the app's own migrations may lack the trigger
             with self.engine.begin() as connection:

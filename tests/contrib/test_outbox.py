@@ -111,6 +111,40 @@ async def test_an_async_session_writes_on_its_own_connection(tmp_path: Path) -> 
         server.close()
 
 
+def test_rows_committed_after_the_relay_emptied_the_table_are_each_enqueued(tmp_path: Path) -> None:
+    # Each row's id is its job's unique key: an id handed out again (SQLite without
+    # AUTOINCREMENT starts again at 1 once the table is empty) would be dropped as a duplicate.
+    server = ServerProcess(tmp_path / "data").start()
+    engine = database(tmp_path / "app.db")
+    try:
+        with pyqueue.Client(server.address) as client:
+            relay = OutboxRelay(RelayConfig(), client, engine)
+            for n in range(3):
+                with Session(engine) as session, session.begin():
+                    Outbox().enqueue_spec(session, {"type": "receipt", "payload": n, "queue": "outbox"})
+                assert relay.run_once() == 1
+            assert _payloads(client) == [0, 1, 2]
+    finally:
+        server.close()
+
+
+def test_the_relay_refuses_a_sqlite_table_whose_ids_come_back(tmp_path: Path) -> None:
+    db = tmp_path / "legacy.db"
+    with sqlite3.connect(db) as connection:  # as a hand-written migration might have made it
+        connection.execute(
+            "CREATE TABLE pyqueue_outbox (id INTEGER PRIMARY KEY, created_at FLOAT NOT NULL, spec TEXT NOT NULL, "
+            "refused TEXT)"
+        )
+    done = subprocess.run(
+        [sys.executable, "-m", "pyqueue", "relay", "--database", f"sqlite:///{db}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "has no AUTOINCREMENT" in done.stderr and "Recreate it" in done.stderr, done.stderr
+
+
 def test_a_row_the_server_refuses_is_kept_with_its_reason_and_the_rest_go_on(tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data").start()
     engine = database(tmp_path / "app.db")
