@@ -2,6 +2,7 @@
 
 import json
 import os
+import queue
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -29,7 +30,7 @@ from pyqueue.client.steering import (
     QueueInfo,
     WorkerInfo,
 )
-from pyqueue.client.take import MultiTakeStream, TakeStream
+from pyqueue.client.take import JoinedTakeStream, MultiTakeStream, TakeStream
 from pyqueue.client.workflows import BatchInfo, StepLike, WorkflowRun
 from pyqueue.cluster import Topology
 from pyqueue.errors import (
@@ -486,15 +487,33 @@ class Client:
     def take(self, queues: str | Iterable[str] = "default", *, prefetch: int = 1) -> TakeStream:
         """Open a Take stream; use as a context manager and iterate it for jobs. Over queues of
         several shards it is one stream per shard behind this one (each with this prefetch)."""
-        names = [queues] if isinstance(queues, str) else list(queues)
-        if self._routes.sharded:
+        return self._take([queues] if isinstance(queues, str) else list(queues), prefetch)
+
+    def _take(
+        self,
+        names: list[str],
+        prefetch: int,
+        jobs: "queue.SimpleQueue[Any] | None" = None,
+        learn: bool = True,
+    ) -> TakeStream:
+        """`take`, its jobs put into `jobs` if given (client/take.py's JoinedTakeStream)."""
+        if learn and self._routes.sharded:
             self._forget_routes()  # a new stream is rare: learn where the shards are now
         routes = self._known_routes
         owners = routes.by_shard(names)
         if len(owners) == 1:
             ((shard, owned),) = owners.items()
-            return TakeStream(routes.stub(shard), owned, prefetch)
-        return MultiTakeStream({shard: routes.stub(shard) for shard in owners}, owners, prefetch)
+            return TakeStream(routes.stub(shard), owned, prefetch, jobs=jobs)
+        return MultiTakeStream({shard: routes.stub(shard) for shard in owners}, owners, prefetch, jobs=jobs)
+
+    def _take_joined(self, subscriptions: "list[tuple[list[str], int]]") -> TakeStream:
+        """One stream of jobs from several subscriptions, each (queues, prefetch) with its own
+        window: control messages that must not wait behind a full window of work."""
+        if self._routes.sharded:
+            self._forget_routes()  # once: forgetting closes the channels the first part took
+        jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        parts = [self._take(names, prefetch, jobs, learn=False) for names, prefetch in subscriptions]
+        return JoinedTakeStream(parts, jobs)
 
     def close(self) -> None:
         for stream in self._streams.values():

@@ -221,8 +221,9 @@ class MultiTakeStream(PerShard[TakeStream], TakeStream):
         queues: dict[int, list[str]],
         prefetch: int,
         stale_after_s: float = 30.0,
+        jobs: "queue.SimpleQueue[Any] | None" = None,
     ) -> None:
-        self._jobs = queue.SimpleQueue()
+        self._jobs = jobs if jobs is not None else queue.SimpleQueue()
         self._closed = False
         self._by_shard = {
             shard: TakeStream(stub, queues[shard], prefetch, stale_after_s, jobs=self._jobs)
@@ -235,3 +236,42 @@ class MultiTakeStream(PerShard[TakeStream], TakeStream):
         self._closed = True
         for stream in self.streams:
             stream.close(timeout)
+
+
+class JoinedTakeStream(TakeStream):
+    """Several subscriptions, each with its own prefetch, all feeding one queue of jobs: a Celery
+    worker's tasks, and its control messages, which must never wait behind a full window of
+    tasks (contrib/celery). Each job is started and answered on the stream that delivered it;
+    when any one of the streams ends, this one ends."""
+
+    def __init__(self, parts: "list[TakeStream]", jobs: "queue.SimpleQueue[Any]") -> None:
+        self._parts = parts
+        self._jobs = jobs
+        self._closed = False
+
+    def _start(self, job: Job, confirm: bool) -> bool:
+        stream = job._stream
+        assert isinstance(stream, TakeStream), "a job of a sync Take stream"
+        return stream._start(job, confirm)
+
+    @property
+    def server_stopping(self) -> bool:
+        return any(part.server_stopping for part in self._parts)
+
+    def _check_alive(self) -> None:
+        for part in self._parts:
+            part._check_alive()
+
+    def _failure(self) -> PyQueueError | None:
+        return next((f for f in (part._failure() for part in self._parts) if f is not None), None)
+
+    def on_cancel(self, callback: "Callable[[list[int]], None]") -> None:
+        for part in self._parts:
+            part.on_cancel(callback)
+
+    def close(self, timeout: float = 5.0) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for part in self._parts:
+            part.close(timeout)

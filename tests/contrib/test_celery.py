@@ -210,6 +210,49 @@ def test_revoke_cancels_a_waiting_task(site: Site, tasks: Any, worker: Celery) -
     assert site.runs("doomed.started") == []
 
 
+def test_inspect_and_status_reach_the_worker(site: Site, worker: Celery) -> None:
+    for command, expected in (
+        (["inspect", "ping"], "pong"),
+        (["status"], "online"),
+        (["inspect", "stats"], "pool"),
+    ):
+        shown = subprocess.run(
+            [*CELERY, *command], cwd=PROJ, env=site.env, capture_output=True, text=True, timeout=60
+        )
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert expected in shown.stdout, shown.stdout
+
+
+def test_revoke_with_terminate_stops_the_running_task(site: Site, tasks: Any, worker: Celery) -> None:
+    running = tasks.slow.delay("terminated", 600)
+    site.wait_runs("terminated.started", 1)
+    app = importlib.import_module("proj.celery").app
+    app.control.revoke(running.id, terminate=True)
+    assert running.get(propagate=False, timeout=60) is not None and running.state == "REVOKED"
+    deadline = time.monotonic() + 60
+    while (job := site.client.job_by_key("celery", running.id)).status == "in_flight":  # its answer
+        assert time.monotonic() < deadline, "the terminated task's job was never answered"
+        time.sleep(0.05)
+    assert job.status != "ready", "the terminated task went back to the queue"
+    assert tasks.add.delay(2, 3).get(timeout=60) == 5  # the worker goes on
+    assert site.runs("terminated.done") == []
+
+
+def test_a_control_message_does_not_wait_behind_a_full_window_of_tasks(site: Site, tasks: Any) -> None:
+    # One slot and a prefetch of one: a running acks_late task fills the tasks' window, and a
+    # task waits behind it. The worker's mailbox has a window of its own.
+    site.worker("full", concurrency=1, more=("-n", "full@%h", "--prefetch-multiplier", "1"))
+    first = tasks.slow.apply_async(("full-first", 600), queue="full")
+    tasks.slow.apply_async(("full-second", 0), queue="full")
+    site.wait_runs("full-first.started", 1)
+    app = importlib.import_module("proj.celery").app
+    names = [name for reply in app.control.ping(timeout=5) for name in reply if name.startswith("full@")]
+    assert len(names) == 1, names
+    app.control.revoke(first.id, terminate=True, destination=names)
+    site.wait_runs("full-second.done", 1)  # the window freed: the task behind it ran
+    assert site.runs("full-first.done") == []
+
+
 def test_beat_sends_the_periodic_task(site: Site, tasks: Any, worker: Celery, tmp_path: Path) -> None:
     site.beat(tmp_path)
     site.wait_runs("tick", 2)

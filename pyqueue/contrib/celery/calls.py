@@ -115,6 +115,10 @@ class UnaryCalls:
     def queue_names(self) -> list[str]:
         return [queue.name for queue in self.run(calls.queues())]
 
+    def worker_queues(self) -> set[str]:
+        """The queues the connected Take streams consume (the live workers')."""
+        return {name for worker in self.run(calls.workers()) for name in worker.queues}
+
     def find(self, queue: str, unique_key: str) -> Job | None:
         try:
             return self.job_by_key(queue, unique_key)

@@ -8,13 +8,19 @@ Celery's prefetch as the stream's; `ack`, `reject` and `requeue` are the stream'
 (dead, with its history) and release. A worker that dies holding a job loses its stream, and the
 server gives the job to another worker: no visibility timeout.
 
-Only direct exchanges route (Celery's default): a routing key with no binding declared in this
-process goes to the queue of that name, as a broker that keeps its bindings would. Fanout and
-topic exchanges (remote control, events) are not carried.
+Direct exchanges route (Celery's default): a routing key with no binding declared in this
+process goes to the queue of that name, as a broker that keeps its bindings would. Remote control
+(`celery inspect`, `celery control`, `revoke(terminate=True)`) is carried: a broadcast on a
+mailbox's fanout exchange (`celery.pidbox`) is a job in the mailbox queue of every live worker the
+server knows (its Take streams), or of the destinations named; each worker takes its mailbox on a
+stream of its own, so that a control message never waits behind a full window of tasks; replies
+go to the asker's reply queue. Topic exchanges (events: `-E`, Flower) are not carried.
 """
 
 import base64
+import copy
 import json
+import re
 import threading
 from datetime import UTC, datetime
 from queue import Empty
@@ -33,7 +39,20 @@ from pyqueue.v1 import queue_pb2 as pb
 
 DEFAULT_PORT = 7411
 DEFAULT_PREFETCH = 10  # when Celery asks for no limit (prefetch 0)
+CONTROL_PREFETCH = 10  # a worker's mailbox: its own window, beside the tasks'
 _NOT_ROUTED = ("celeryev", "celery.pidbox")  # Celery's events and remote control: fanout, topic
+_NOT_A_QUEUE_NAME = re.compile(r"[^A-Za-z0-9_.:\-]")
+
+
+def server_queue(name: str) -> str:
+    """A kombu queue's name on the server. Celery's mailbox queues hold the worker's name
+    (`celery@host.celery.pidbox`), and a pyqueue queue name holds only letters, digits and _ . : -"""
+    return _NOT_A_QUEUE_NAME.sub("_", name)
+
+
+def _is_control(queue: str) -> bool:
+    """A mailbox queue (a worker's, or an asker's reply queue): remote control, not tasks."""
+    return queue.endswith(".pidbox")
 
 
 def message_job(queue: str, message: dict[str, Any]) -> dict[str, Any]:
@@ -96,22 +115,44 @@ class Channel(virtual.Channel):
 
     connection: "Transport"
 
-    def basic_publish(self, message: dict[str, Any], exchange: str, routing_key: str, **kwargs: Any) -> Any:
-        if exchange == "celery.pidbox":  # remote control: only revoke is carried (no broadcast)
-            return self.connection.control(message)
-        return super().basic_publish(message, exchange, routing_key, **kwargs)
+    supports_fanout = True  # a mailbox's broadcast reaches the workers of other processes
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.no_ack_queues: set[str] = set()
+
+    def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
+        if no_ack:  # nothing will ack these: the transport does at delivery
+            self.no_ack_queues.add(queue)
+        return super().basic_consume(queue, no_ack, *args, **kwargs)
+
+    def basic_cancel(self, consumer_tag: str) -> Any:
+        self.no_ack_queues.discard(self._tag_to_queue.get(consumer_tag, ""))
+        return super().basic_cancel(consumer_tag)
 
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
-        self.connection.server().enqueue([message_job(queue, message)])
+        self.connection.server().enqueue([message_job(server_queue(queue), message)])
+
+    def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
+        pass  # a mailbox's queues are found from the live workers' streams, not kept
+
+    def _put_fanout(self, exchange: str, message: dict[str, Any], routing_key: str, **kwargs: Any) -> None:
+        if exchange.endswith(".pidbox"):
+            self.connection.broadcast(exchange, message)
+        else:  # a fanout exchange of the app's own: the queues bound in this process
+            for queue in self._lookup(exchange, routing_key):
+                self._put(queue, copy.deepcopy(message))
 
     def _get(self, queue: str, timeout: float | None = None) -> Any:
         raise Empty()  # jobs come on the Take stream (Transport.drain_events), never by polling
 
     def _size(self, queue: str) -> int:
-        return self.connection.server().count(queues=[queue], statuses=["ready", "scheduled"])
+        return self.connection.server().count(queues=[server_queue(queue)], statuses=["ready", "scheduled"])
 
     def _purge(self, queue: str) -> int:
-        return self.connection.server().change("DeleteJobs", queues=[queue], statuses=["ready", "scheduled"])
+        return self.connection.server().change(
+            "DeleteJobs", queues=[server_queue(queue)], statuses=["ready", "scheduled"]
+        )
 
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
         pass  # a pyqueue queue exists as soon as a job names it
@@ -126,6 +167,8 @@ class Channel(virtual.Channel):
         queues: list[str] = super()._lookup(exchange, routing_key, default)
         if queues or exchange in _NOT_ROUTED or self.typeof(exchange).type != "direct":
             return queues
+        if exchange.startswith("reply.") and exchange.endswith(".pidbox"):  # kombu's Mailbox names
+            return [f"{routing_key}.{exchange}"]  # the asker's reply queue so, bound by its id
         return [routing_key or exchange]
 
     def basic_ack(self, delivery_tag: str, multiple: bool = False) -> None:
@@ -146,7 +189,7 @@ class Transport(virtual.Transport):
     default_port = DEFAULT_PORT  # type: ignore[assignment]
     polling_interval = None  # type: ignore[assignment]  # drain_events blocks on the stream
     implements = virtual.Transport.implements.extend(
-        asynchronous=False, exchange_type=frozenset(["direct"]), heartbeats=False
+        asynchronous=False, exchange_type=frozenset(["direct", "fanout"]), heartbeats=False
     )
     connection_errors = (Unavailable, OSError)  # type: ignore[assignment]
     channel_errors = (PyQueueError,)
@@ -156,8 +199,9 @@ class Transport(virtual.Transport):
         self._server: UnaryCalls | None = None
         self._lock = threading.Lock()
         self._stream: TakeStream | MultiTakeStream | None = None
-        self._subscribed: tuple[tuple[str, ...], int] = ((), 0)
+        self._subscribed: tuple[tuple[str, ...], int, tuple[str, ...]] = ((), 0, ())
         self._held: dict[str, Job] = {}  # by delivery tag: delivered, not answered yet
+        self._kombu_names: dict[str, str] = {}  # a queue's name on the server: kombu's
 
     # The server.
     def server(self) -> UnaryCalls:
@@ -188,42 +232,60 @@ class Transport(virtual.Transport):
         if server is not None:
             server.close()
 
-    def control(self, message: dict[str, Any]) -> None:
-        """A remote-control broadcast. `revoke` cancels the tasks' jobs where they wait (or marks
-        a running one cancelled at its answer) and records REVOKED; the rest need workers that
-        hear broadcasts, which this transport does not carry."""
+    def broadcast(self, exchange: str, message: dict[str, Any]) -> None:
+        """A mailbox's broadcast: a job in the mailbox queue of each live worker (the
+        destinations', if named). A `revoke` also cancels the tasks' jobs on the server where
+        they wait, so that a task revoked while no worker runs never starts."""
         try:
             command = json.loads(message["body"])
         except (TypeError, ValueError):
-            return
-        if command.get("method") != "revoke":
-            return
-        task_ids = command.get("arguments", {}).get("task_id") or []
-        revoke(self.server(), [task_ids] if isinstance(task_ids, str) else list(task_ids))
+            command = {}
+        if command.get("method") == "revoke":
+            task_ids = command.get("arguments", {}).get("task_id") or []
+            revoke(self.server(), [task_ids] if isinstance(task_ids, str) else list(task_ids))
+        suffix = "." + exchange  # kombu's Mailbox: a worker's queue is NAME.EXCHANGE
+        mailboxes = {q for q in self.server().worker_queues() if q.endswith(server_queue(suffix))}
+        if command.get("destination"):
+            mailboxes &= {server_queue(name + suffix) for name in command["destination"]}
+        if mailboxes:
+            self.server().enqueue([message_job(q, copy.deepcopy(message)) for q in sorted(mailboxes)])
 
     # Consuming.
-    def _wanted(self) -> tuple[tuple[str, ...], int]:
-        """The queues consumed and the prefetch: a change opens the stream anew at the next drain,
-        once nothing taken on the old one is unanswered."""
-        queues = sorted({q for channel in self.channels for q in channel._active_queues})
+    def _wanted(self) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
+        """The task queues consumed, their prefetch, and the mailbox queues consumed (on a
+        subscription of their own): a change opens the stream anew at the next drain, once
+        nothing taken on the old one is unanswered."""
+        consumed = {q for channel in self.channels for q in channel._active_queues}
+        self._kombu_names = {server_queue(q): q for q in consumed}
         counts = [channel.qos.prefetch_count for channel in self.channels if channel._active_queues]
         prefetch = max(counts, default=0)
-        return tuple(queues), prefetch or DEFAULT_PREFETCH
+        tasks = tuple(sorted(server_queue(q) for q in consumed if not _is_control(q)))
+        control = tuple(sorted(server_queue(q) for q in consumed if _is_control(q)))
+        return tasks, prefetch or DEFAULT_PREFETCH, control
 
     def _consuming(self) -> TakeStream | MultiTakeStream | None:
         if self._stream is not None and self._stream.server_stopping:
             # The server is going away: the jobs taken here are still answered on this stream
             # (each job keeps it), and the next one comes on a stream to the server that is back.
-            self._stream, self._subscribed = None, ((), 0)
+            self._stream, self._subscribed = None, ((), 0, ())
         wanted = self._wanted()
         if self._stream is None or (wanted != self._subscribed and not self._held):
             if self._stream is not None:
                 self._stream.close()
                 self._stream = None
             self._subscribed = wanted
-            if wanted[0]:
-                self._stream = self.server().grpc().take(list(wanted[0]), prefetch=wanted[1])
+            tasks, prefetch, control = wanted
+            subscriptions = [(list(tasks), prefetch)] if tasks else []
+            subscriptions += [(list(control), CONTROL_PREFETCH)] if control else []
+            client = self.server().grpc()
+            if len(subscriptions) == 1:
+                self._stream = client.take(subscriptions[0][0], prefetch=subscriptions[0][1])
+            elif subscriptions:
+                self._stream = client._take_joined(subscriptions)
         return self._stream
+
+    def _no_ack(self, queue: str) -> bool:
+        return any(queue in channel.no_ack_queues for channel in self.channels)
 
     def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
         stream = self._consuming()
@@ -232,14 +294,17 @@ class Transport(virtual.Transport):
         try:
             job = stream.next(timeout=timeout)
         except Unavailable:  # Celery reconnects: the server gives the jobs held here to others
-            self._stream, self._subscribed = None, ((), 0)
+            self._stream, self._subscribed = None, ((), 0, ())
             self._held.clear()
             raise
         if job is None:
             raise TimeoutError()
         tag = f"{job.id}.{job.lease}"
         self._held[tag] = job
-        self._deliver(job_message(job, tag), job.queue)
+        queue = self._kombu_names.get(job.queue, job.queue)
+        self._deliver(job_message(job, tag), queue)
+        if self._no_ack(queue):  # a mailbox's consumer: taken is done
+            self.answer(tag, "ack")
 
     def answer(self, delivery_tag: str, how: str) -> None:
         job = self._held.pop(delivery_tag, None)
