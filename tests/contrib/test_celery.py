@@ -5,6 +5,7 @@ and backend URLs (tests/contrib/celery_proj). The test process is the producer."
 import importlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from harness import ProcessOutput, ServerProcess
 
@@ -251,6 +253,40 @@ def test_a_control_message_does_not_wait_behind_a_full_window_of_tasks(site: Sit
     app.control.revoke(first.id, terminate=True, destination=names)
     site.wait_runs("full-second.done", 1)  # the window freed: the task behind it ran
     assert site.runs("full-first.done") == []
+
+
+def test_events_reach_a_listener(site: Site, tasks: Any) -> None:
+    dump = Celery(site.env, "events", "--dump", ready="starting capture")
+    site.started.append(dump)
+    deadline = time.monotonic() + 60  # its stream is on the server: events find it
+    while not any(q.startswith("celeryev.") for w in site.client.workers() for q in w.queues):
+        assert time.monotonic() < deadline, "the listener did not connect"
+        time.sleep(0.05)
+    site.worker("evented", more=("-E", "-n", "evented@%h"))
+    done = tasks.add.apply_async((4, 5), queue="evented")
+    assert done.get(timeout=60) == 9
+    dump.output.wait_lines(f"task succeeded: proj.tasks.add({done.id})", timeout=60)
+    dump.output.wait_lines("evented@", count=3, timeout=60)  # and its heartbeats, every 2 s
+    assert dump.output.wait_lines("heartbeat", timeout=60)
+
+
+def test_flower_shows_the_workers_and_the_tasks(site: Site, tasks: Any) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**site.env, "FLOWER_UNAUTHENTICATED_API": "1"}
+    site.started.append(Celery(env, "flower", f"--port={port}", "--address=127.0.0.1", ready="Visit me at"))
+    site.worker("flowered", more=("-E", "-n", "flowered@%h"))
+    done = tasks.add.apply_async((6, 7), queue="flowered")
+    assert done.get(timeout=60) == 13
+    api = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 60
+    while (found := httpx.get(f"{api}/tasks", timeout=30).json().get(done.id, {})).get("state") != "SUCCESS":
+        assert time.monotonic() < deadline, f"Flower did not see the task succeed: {found}"
+        time.sleep(0.2)
+    assert found["name"] == "proj.tasks.add" and found["worker"].startswith("flowered@")
+    workers = httpx.get(f"{api}/workers", params={"refresh": "1"}, timeout=60).json()
+    assert any(name.startswith("flowered@") and "stats" in info for name, info in workers.items()), workers
 
 
 def test_beat_sends_the_periodic_task(site: Site, tasks: Any, worker: Celery, tmp_path: Path) -> None:

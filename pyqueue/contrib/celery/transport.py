@@ -14,7 +14,8 @@ process goes to the queue of that name, as a broker that keeps its bindings woul
 mailbox's fanout exchange (`celery.pidbox`) is a job in the mailbox queue of every live worker the
 server knows (its Take streams), or of the destinations named; each worker takes its mailbox on a
 stream of its own, so that a control message never waits behind a full window of tasks; replies
-go to the asker's reply queue. Topic exchanges (events: `-E`, Flower) are not carried.
+go to the asker's reply queue. Events (`-E`) are carried the same way: each is a job in the queue
+of every listener connected (`celery events`, Flower). Other topic exchanges are not carried.
 """
 
 import base64
@@ -22,6 +23,7 @@ import copy
 import json
 import re
 import threading
+import time
 from datetime import UTC, datetime
 from queue import Empty
 from typing import Any
@@ -50,9 +52,14 @@ def server_queue(name: str) -> str:
     return _NOT_A_QUEUE_NAME.sub("_", name)
 
 
+EVENTS = "celeryev"  # Celery's events exchange; a listener's queue is celeryev.ID
+LISTENERS_FOR_S = 1.0  # how long the set of event listeners found on the server is used
+
+
 def _is_control(queue: str) -> bool:
-    """A mailbox queue (a worker's, or an asker's reply queue): remote control, not tasks."""
-    return queue.endswith(".pidbox")
+    """A mailbox queue (a worker's, an asker's reply queue) or an event listener's: remote
+    control and monitoring, not tasks."""
+    return queue.endswith(".pidbox") or queue.startswith(EVENTS + ".")
 
 
 def message_job(queue: str, message: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +137,11 @@ class Channel(virtual.Channel):
         self.no_ack_queues.discard(self._tag_to_queue.get(consumer_tag, ""))
         return super().basic_cancel(consumer_tag)
 
+    def basic_publish(self, message: dict[str, Any], exchange: str, routing_key: str, **kwargs: Any) -> Any:
+        if exchange == EVENTS:  # a topic that every listener hears, in whichever process it is
+            return self.connection.publish_event(message)
+        return super().basic_publish(message, exchange, routing_key, **kwargs)
+
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         self.connection.server().enqueue([message_job(server_queue(queue), message)])
 
@@ -189,7 +201,7 @@ class Transport(virtual.Transport):
     default_port = DEFAULT_PORT  # type: ignore[assignment]
     polling_interval = None  # type: ignore[assignment]  # drain_events blocks on the stream
     implements = virtual.Transport.implements.extend(
-        asynchronous=False, exchange_type=frozenset(["direct", "fanout"]), heartbeats=False
+        asynchronous=False, exchange_type=frozenset(["direct", "fanout", "topic"]), heartbeats=False
     )
     connection_errors = (Unavailable, OSError)  # type: ignore[assignment]
     channel_errors = (PyQueueError,)
@@ -202,6 +214,7 @@ class Transport(virtual.Transport):
         self._subscribed: tuple[tuple[str, ...], int, tuple[str, ...]] = ((), 0, ())
         self._held: dict[str, Job] = {}  # by delivery tag: delivered, not answered yet
         self._kombu_names: dict[str, str] = {}  # a queue's name on the server: kombu's
+        self._listeners: tuple[float, list[str]] = (float("-inf"), [])  # (found at, queues)
 
     # The server.
     def server(self) -> UnaryCalls:
@@ -249,6 +262,18 @@ class Transport(virtual.Transport):
             mailboxes &= {server_queue(name + suffix) for name in command["destination"]}
         if mailboxes:
             self.server().enqueue([message_job(q, copy.deepcopy(message)) for q in sorted(mailboxes)])
+
+    def publish_event(self, message: dict[str, Any]) -> None:
+        """An event (`-E`): a job in the queue of each listener connected to the server
+        (`celery events`, Flower), none if nobody listens. Listeners bind every routing key
+        (`#`), so the routing key does not choose among them."""
+        found_at, listeners = self._listeners
+        if time.monotonic() - found_at > LISTENERS_FOR_S:
+            prefix = EVENTS + "."
+            listeners = sorted(q for q in self.server().worker_queues() if q.startswith(prefix))
+            self._listeners = (time.monotonic(), listeners)
+        if listeners:
+            self.server().enqueue([message_job(q, copy.deepcopy(message)) for q in listeners])
 
     # Consuming.
     def _wanted(self) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
