@@ -55,8 +55,8 @@ test-python: build
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 lint: build
-	$(BIN)/ruff check pyqueue tests bench scripts examples
-	$(BIN)/ruff format --check pyqueue tests bench scripts examples
+	$(BIN)/ruff check pyqueue _pyqueue_kombu tests bench scripts examples
+	$(BIN)/ruff format --check pyqueue _pyqueue_kombu tests bench scripts examples
 	$(BIN)/mypy
 	$(BIN)/mypy --config-file tests/mypy.ini tests
 	$(BIN)/python -m mypy.stubtest pyqueue._native
@@ -65,8 +65,8 @@ lint: build
 	cargo clippy --all-targets --features python -- -D warnings
 
 fmt: setup
-	$(BIN)/ruff check --fix pyqueue tests bench scripts examples
-	$(BIN)/ruff format pyqueue tests bench scripts examples
+	$(BIN)/ruff check --fix pyqueue _pyqueue_kombu tests bench scripts examples
+	$(BIN)/ruff format pyqueue _pyqueue_kombu tests bench scripts examples
 	cargo fmt --all
 	cargo fmt --manifest-path examples/rust-worker/Cargo.toml
 

@@ -114,10 +114,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def tasks(site: Site) -> Any:
-    """The sample project's tasks, as the producer imports them (after its URLs are set). A process
-    that sends tasks and is not started by the `celery` command imports pyqueue.contrib.celery
-    once: kombu has no entry point for transports (docs/celery.md)."""
-    importlib.import_module("pyqueue.contrib.celery")
+    """The sample project's tasks, as the producer imports them (after its URLs are set)."""
     return importlib.import_module("proj.tasks")
 
 
@@ -148,6 +145,17 @@ def test_delay_and_its_result_and_the_task_s_name_on_the_server(
         timeout=60,
     ).stdout
     assert "proj.tasks.add" in listed and "proj.tasks.boom" in listed
+
+
+def test_a_producer_that_never_imports_pyqueue_sends_tasks(site: Site, worker: Celery) -> None:
+    # A web app's process: it imports its Celery app and calls delay(), nothing more. kombu names
+    # the transport from the entry point it loads at start (_pyqueue_kombu).
+    code = "from proj.tasks import add; print(add.delay(20, 1).get(timeout=60))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJ, env=site.env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "21"
 
 
 def test_countdown_and_eta_wait_on_the_server_and_survive_the_worker(site: Site, tasks: Any) -> None:

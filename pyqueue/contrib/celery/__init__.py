@@ -1,9 +1,8 @@
 """Celery on pyqueue: the broker and the result backend are `pyqueue://HOST:PORT` (docs/celery.md).
 
-Importing this package registers the kombu transport's name; the `celery` command does so by its
-plugin entry point, and the result backend by Celery's own `celery.result_backends` entry point.
+kombu learns the transport's name from `_pyqueue_kombu`, which it loads by its serializers'
+entry point at start; importing this package names it too (a checkout run without installing).
+The result backend is found by Celery's own `celery.result_backends` entry point.
 """
 
-from kombu.transport import TRANSPORT_ALIASES
-
-TRANSPORT_ALIASES.setdefault("pyqueue", "pyqueue.contrib.celery.transport:Transport")
+import _pyqueue_kombu  # noqa: F401
