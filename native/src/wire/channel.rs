@@ -104,9 +104,15 @@ impl Channel {
         timeout: Duration,
     ) -> Result<Bytes, CallError> {
         let (response, mut send) = self.start(path, Some(timeout)).await?;
-        send.send_data(framed, true)
-            .map_err(|e| self.broken(e, true))?;
-        let response = response.await.map_err(|e| self.broken(e, true))?;
+        // A server that answers before the message arrived (a refusal: its connection limit,
+        // a stop) has ended the stream, and h2 then takes no data: the message never left, and
+        // the server's answer says why.
+        let sent = send.send_data(framed, true);
+        let response = match (response.await, sent) {
+            (Ok(response), _) => response,
+            (Err(e), Ok(())) => return Err(self.broken(e, true)),
+            (Err(e), Err(_)) => return Err(self.broken(e, false)),
+        };
         let mut reader = Reader::new(response, self.max_message)?;
         let answer = reader.next(self).await?;
         let end = reader.end(self).await?;

@@ -184,7 +184,7 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
             accepted = listener.accept() => {
                 if let Ok((socket, peer)) = accepted {
                     if shared.connections.load(Ordering::Relaxed) >= shared.config.max_connections {
-                        tokio::spawn(refuse(socket));
+                        tokio::spawn(refuse(socket, AT_LIMIT));
                         continue;
                     }
                     let _ = socket.set_nodelay(true);
@@ -195,10 +195,29 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
                     tokio::spawn(connection(shared.clone(), socket, peer));
                 }
             }
-            _ = closing.wait_for(|c| *c) => return, // the listener goes with this task
+            _ = closing.wait_for(|c| *c) => break,
+        }
+    }
+    // Closing: for a while a connection that comes is answered UNAVAILABLE unread, which its
+    // client takes as unsent and sends elsewhere; a listener dropped at once would reset the
+    // connections still in its backlog, whose clients cannot tell whether a request was read.
+    let until = tokio::time::Instant::now() + LINGER;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                if let Ok((socket, _)) = accepted {
+                    tokio::spawn(refuse(socket, STOPPING));
+                }
+            }
+            _ = tokio::time::sleep_until(until) => return, // the listener goes with this task
         }
     }
 }
+
+const STOPPING: &str = "the server is stopping: nothing was read";
+const AT_LIMIT: &str =
+    "this server's native front is at its connection limit (--max-connections): \
+                        nothing was read, call the main port";
 
 /// Returns once a ping goes unanswered for `ping_timeout` (or the connection is gone).
 async fn keepalive(mut pings: h2::PingPong, config: FrontConfig) {
@@ -211,11 +230,10 @@ async fn keepalive(mut pings: h2::PingPong, config: FrontConfig) {
     }
 }
 
-/// A connection past the bound: its calls are answered UNAVAILABLE unread (the client takes it
-/// as unsent and goes to the main port), and it is closed within a few seconds whatever it does.
-async fn refuse(socket: TcpStream) {
-    let why = "this server's native front is at its connection limit (--max-connections): \
-               nothing was read, call the main port";
+/// A connection past the bound, or come while closing: its calls are answered UNAVAILABLE
+/// unread (the client takes it as unsent and goes elsewhere), and it is closed within a few
+/// seconds whatever it does.
+async fn refuse(socket: TcpStream, why: &'static str) {
     let refusing = async {
         if let Ok(connection) = h2::server::handshake(socket).await {
             refuse_calls(connection, why).await;
@@ -258,7 +276,7 @@ async fn connection(shared: Arc<Shared>, socket: TcpStream, peer: String) {
     };
     if *shared.closing.borrow() {
         // Accepted as the close came: refused unread, so its client sends the request again.
-        let refusing = refuse_calls(connection, "the server is stopping: nothing was read");
+        let refusing = refuse_calls(connection, STOPPING);
         let _ = tokio::time::timeout(LINGER * 2, refusing).await;
         return;
     }
@@ -725,11 +743,10 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         let again = Channel::new(&format!("127.0.0.1:{}", front.port()), &[], 1 << 20).unwrap();
-        // Refused unread: no listener any more, or (accepted as the close came) UNAVAILABLE.
+        // Refused unread: the listener lingers after the close only to say UNAVAILABLE.
         let refused = again.unary(ENQUEUE, b"x", SECOND);
         assert!(
-            matches!(&refused, Err(CallError::Unavailable { sent: false, .. }))
-                || matches!(&refused, Err(CallError::Status(s)) if s.code == status::UNAVAILABLE),
+            matches!(&refused, Err(CallError::Status(s)) if s.code == status::UNAVAILABLE),
             "{refused:?}"
         );
         answering.join().unwrap();
