@@ -87,8 +87,9 @@ class ReadyIndex:
         """How many of the queue's jobs with this limit key are in flight."""
     def running(self, queue: str) -> int:
         """The queue's jobs in flight as its limit counts them."""
-    def remove(self, queue: str, priority: int, job_id: int) -> bool:
-        """True if this call removed the key."""
+    def remove(self, queue: str, priority: int, job_id: int, fair_key: str = "") -> bool:
+        """True if this call removed the key. A job queued with a fair key is named with it
+        (the index keeps no table from job to key: it would cost every claim)."""
     def count(self, queue: str) -> int: ...
     def total(self) -> int: ...
     def queues(self) -> list[str]: ...

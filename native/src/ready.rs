@@ -86,10 +86,15 @@ impl Lane {
         self.fair.lock().unwrap().insert(key, fair_key);
     }
 
-    pub fn remove(&self, key: &ReadyKey) -> bool {
-        self.set.remove(key).is_some()
-            || (self.has_keyed() && self.keyed.lock().unwrap().remove(key.1))
-            || (self.has_fair() && self.fair.lock().unwrap().remove(key.1))
+    /// Take `key` out (a cancel, a delete, a change); a job with a fair key is named with it.
+    pub fn remove(&self, key: &ReadyKey, fair_key: Option<&str>) -> bool {
+        match fair_key {
+            Some(fair_key) => self.has_fair() && self.fair.lock().unwrap().remove(*key, fair_key),
+            None => {
+                self.set.remove(key).is_some()
+                    || (self.has_keyed() && self.keyed.lock().unwrap().remove(key.1))
+            }
+        }
     }
 
     fn has_fair(&self) -> bool {
@@ -388,9 +393,9 @@ impl ReadyIndex {
         self.lane(queue).insert(key);
     }
 
-    pub fn remove(&self, queue: &str, key: &ReadyKey) -> bool {
+    pub fn remove(&self, queue: &str, key: &ReadyKey, fair_key: Option<&str>) -> bool {
         match self.lanes.read().unwrap().get(queue) {
-            Some(lane) => lane.remove(key),
+            Some(lane) => lane.remove(key, fair_key),
             None => false,
         }
     }
@@ -566,7 +571,7 @@ mod tests {
         assert!(!has_claimable(&lanes));
         assert!(lane.finished_keyed(1));
         assert_eq!(ids(&claim(&lanes, 10)), vec![2]);
-        assert!(!lane.remove(&(0, 2)) && lane.is_empty());
+        assert!(!lane.remove(&(0, 2), None) && lane.is_empty());
     }
 
     #[test]
@@ -610,7 +615,7 @@ mod tests {
         lane.insert_fair((0, 1), "a");
         lane.insert_fair((0, 2), "b");
         lane.insert_fair((0, 3), "b");
-        assert!(index.remove("q", &(0, 2)));
+        assert!(index.remove("q", &(0, 2), Some("b")));
         let lanes = [lane.clone()];
         assert_eq!(ids(&claim(&lanes, 10)), vec![1]);
         lane.limit.finished(1);
@@ -621,9 +626,9 @@ mod tests {
     fn remove_and_reinsert() {
         let index = ReadyIndex::new();
         index.insert("q", (3, 1));
-        assert!(index.remove("q", &(3, 1)));
-        assert!(!index.remove("q", &(3, 1)));
-        assert!(!index.remove("missing", &(3, 1)));
+        assert!(index.remove("q", &(3, 1), None));
+        assert!(!index.remove("q", &(3, 1), None));
+        assert!(!index.remove("missing", &(3, 1), None));
         index.insert("q", (3, 1));
         index.insert("q", (3, 1));
         assert_eq!(index.len("q"), 1);

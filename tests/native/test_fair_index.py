@@ -130,9 +130,11 @@ class FairIndexMatchesTheModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def delete(self, data: st.DataObject) -> None:
         job_id = data.draw(st.sampled_from(sorted(self.ready)))
-        priority, _ = self.ready.pop(job_id)
+        priority, key = self.ready.pop(job_id)
         self.model.remove((priority, job_id))
-        assert self.index.remove(QUEUE, priority, job_id)
+        if key is not None:
+            assert not self.index.remove(QUEUE, priority, job_id, key + "-other"), "another key's"
+        assert self.index.remove(QUEUE, priority, job_id, key or "")
 
     @rule(key=st.sampled_from(WEIGHED), weight=st.sampled_from([1, 2, 3, 7, 10_000]))
     def weigh(self, key: str, weight: int) -> None:

@@ -66,6 +66,25 @@ def test_a_key_alone_is_not_held_back(server: ServerProcess) -> None:
             assert [job.id for job in got if job] == ids
 
 
+def test_cancelled_deleted_and_changed_jobs_leave_their_keys(server: ServerProcess) -> None:
+    """The index finds a leaving job by its key (it keeps no table from job to key): a cancel,
+    a delete and a change of priority or queue take the job out of its key's turn and its count."""
+    with pyqueue.Client(server.address, timeout=20) as client:
+        a = [client.enqueue("t", queue="k", fair_key="a").id for _ in range(4)]
+        b = [client.enqueue("t", queue="k", fair_key="b").id for _ in range(2)]
+        client.cancel(a[0])
+        client.delete_job(b[0])
+        client.update_job(a[1], priority=0)  # now before every other job of the queue
+        client.update_job(a[2], queue="elsewhere")
+        waiting = {key.fair_key: key.waiting for key in client.fair_keys("k").keys}
+        assert waiting == {"a": 2, "b": 1}, waiting
+        assert _turns(client, "k", 3) == [a[1], b[1], a[3]]  # a had its turn at priority 0
+        assert _turns(client, "elsewhere", 1) == [a[2]]
+        assert client.fair_keys("k").key_count == 0
+        with client.take(["k"], prefetch=1) as stream:
+            assert_nothing_else_comes(client, stream, "k")
+
+
 def test_weights_give_shares_and_are_listed(server: ServerProcess) -> None:
     with pyqueue.Client(server.address, timeout=20) as client:
         keys = client.set_fair_weight("k", "b", 3)

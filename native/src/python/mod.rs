@@ -186,8 +186,11 @@ impl ReadyIndex {
         self.inner.lane(queue).limit.running()
     }
 
-    fn remove(&self, queue: &str, priority: u16, job_id: u64) -> bool {
-        self.inner.remove(queue, &(priority, job_id))
+    /// Take a ready job out; one queued with a fair key is named with it ("": none).
+    #[pyo3(signature = (queue, priority, job_id, fair_key=""))]
+    fn remove(&self, queue: &str, priority: u16, job_id: u64, fair_key: &str) -> bool {
+        let fair_key = (!fair_key.is_empty()).then_some(fair_key);
+        self.inner.remove(queue, &(priority, job_id), fair_key)
     }
 
     fn count(&self, queue: &str) -> usize {

@@ -28,7 +28,7 @@ class UpdateJobs(Transitions):
         super().__init__(memory)
         self.job_ids = job_ids
         self.changes = changes
-        self.unready: list[tuple[str, int, int]] = []
+        self.unready: list[tuple[str, int, int, str]] = []
 
     def reset(self) -> None:
         super().reset()
@@ -59,7 +59,7 @@ class UpdateJobs(Transitions):
                     continue
             before = indexed(record)
             if record.status == Status.READY:
-                self.unready.append((record.queue, record.priority, job_id))
+                self.unready.append((record.queue, record.priority, job_id, record.fair_key))
             if c.queue is not None:
                 record.queue = c.queue
             if c.priority is not None:
@@ -82,8 +82,8 @@ class UpdateJobs(Transitions):
         self.result = outcome
 
     def on_commit(self) -> None:
-        for queue, priority, job_id in self.unready:
-            self.memory.ready.remove(queue, priority, job_id)
+        for queue, priority, job_id, fair_key in self.unready:
+            self.memory.ready.remove(queue, priority, job_id, fair_key)
         super().on_commit()
 
 
@@ -132,7 +132,7 @@ class CancelJobs(Transitions):
         super().__init__(memory)
         self.job_ids = job_ids
         self.policy = policy
-        self.unready: list[tuple[str, int, int]] = []
+        self.unready: list[tuple[str, int, int, str]] = []
         self.running: list[tuple[str, int]] = []
 
     def reset(self) -> None:
@@ -159,15 +159,15 @@ class CancelJobs(Transitions):
                 self.running.append((record.queue, job_id))
             else:
                 if record.status == Status.READY:
-                    self.unready.append((record.queue, record.priority, job_id))
+                    self.unready.append((record.queue, record.priority, job_id, record.fair_key))
                 self.finish(view, record, Status.CANCELLED, self.policy.keep_dead_ms)
             outcome.done.append((job_id, record.status))
         self.result = outcome
 
     def on_commit(self) -> None:
         super().on_commit()
-        for queue, priority, job_id in self.unready:
-            self.memory.ready.remove(queue, priority, job_id)
+        for queue, priority, job_id, fair_key in self.unready:
+            self.memory.ready.remove(queue, priority, job_id, fair_key)
         if self.running:
             self.memory.on_cancel(self.running)
 
@@ -179,7 +179,7 @@ class DeleteJobs(Transitions):
     def __init__(self, job_ids: Sequence[int], memory: Memory) -> None:
         super().__init__(memory)
         self.job_ids = job_ids
-        self.unready: list[tuple[str, int, int]] = []
+        self.unready: list[tuple[str, int, int, str]] = []
 
     def reset(self) -> None:
         super().reset()
@@ -192,7 +192,7 @@ class DeleteJobs(Transitions):
                 outcome.rejected.append(Rejection(job_id, "NOT_FOUND", f"job {job_id} does not exist"))
                 continue
             if record.status == Status.READY:
-                self.unready.append((record.queue, record.priority, job_id))
+                self.unready.append((record.queue, record.priority, job_id, record.fair_key))
             self.handling = job_id
             membership.job_deleted(view, self, record)
             view.delete(record)
@@ -202,8 +202,8 @@ class DeleteJobs(Transitions):
     def on_commit(self) -> None:
         super().on_commit()  # jobs a batch's callbacks started
         # The timer sets keep stale keys; the scheduler, reaper and purger find no record and skip.
-        for queue, priority, job_id in self.unready:
-            self.memory.ready.remove(queue, priority, job_id)
+        for queue, priority, job_id, fair_key in self.unready:
+            self.memory.ready.remove(queue, priority, job_id, fair_key)
         if self.result is not None and self.result.done:
             self.memory.on_ended([job_id for job_id, _ in self.result.done])
 
