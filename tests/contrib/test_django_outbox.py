@@ -113,3 +113,25 @@ def test_a_task_enqueued_in_a_transaction_runs_once_if_it_commits(
             output, _ = worker.communicate(timeout=60)
             print(output)
         server.close()
+
+
+@pytest.mark.parametrize("relayed", ["before", "after"])
+def test_a_result_is_found_while_the_relay_moves_its_row(
+    tmp_path: Path, site: dict[str, Any], relayed: str
+) -> None:
+    # The relay enqueues the job, then deletes the row. A result read beside it must find one or
+    # the other, whichever side of the backend's question to the server the relay's step falls on.
+    server = ServerProcess(tmp_path / "data").start()
+    env = {**site["env"], "PYQUEUE_ADDRESS": server.address}
+    try:
+        _shop(env, "migrate")
+        kept = _shop(env, "order", "1", "commit")
+        found = json.loads(_shop(env, "result-relayed", kept, site["relay"], relayed))
+        assert found == {"status": "READY", "return_value": None, "args": [1]}
+        with pyqueue.Client(server.address) as client:
+            assert [(j.queue, j.type) for j in client.list_jobs()] == [
+                ("default", "django_site.tasks.receipt")
+            ]
+        assert _result(env, kept)["status"] == "READY"  # now the job, found by the row's key
+    finally:
+        server.close()

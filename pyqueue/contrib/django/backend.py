@@ -96,20 +96,24 @@ class PyQueueBackend(BaseTaskBackend):  # type: ignore[misc]
         return self._job_result(job)
 
     def _outbox_result(self, result_id: str) -> Any:
-        """The job the row became, or the row while it waits (or was refused)."""
-        _, queue, row_id = result_id.split("/")
-        try:
-            return self._job_result(self.client.job_by_key(queue, row_key(TABLE, int(row_id))))
-        except NotFound:
-            pass
+        """The job the row became, or the row while it waits (or was refused).
+
+        The row is read first: the relay deletes it only after the server holds the job, so a row
+        not found means the job is there (or never was), and a row found but no job yet means it
+        still waits. Asking the server first would leave a gap: a relay that moves the row between
+        the two reads makes both miss."""
         from django.utils.module_loading import import_string
 
         from pyqueue.contrib.django.outbox.models import OutboxRow
         from pyqueue.contrib.outbox_rows import from_row
 
+        _, queue, row_id = result_id.split("/")
         row = OutboxRow.objects.using(self.outbox_database or "default").filter(pk=int(row_id)).first()
-        if row is None:
-            raise NotFound(result_id)
+        try:
+            return self._job_result(self.client.job_by_key(queue, row_key(TABLE, int(row_id))))
+        except NotFound:
+            if row is None:
+                raise
         spec = from_row(row.spec, row.created_at)
         errors = (
             []
