@@ -16,6 +16,7 @@
 
 use crate::order::ReadyKey;
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
 use std::sync::Arc;
 
 /// The stride of weight 1. Divisible by every weight up to 16 and by most small ones beyond,
@@ -235,32 +236,55 @@ impl Fair {
         all
     }
 
-    /// The keys with the most jobs waiting, at most `limit`: (key, waiting, oldest job id).
-    /// It runs under the lane's lock, so it never walks a key's jobs: the oldest is the lowest
-    /// id among the first job of each priority, and only the top `limit` keys are sorted.
-    pub fn busiest(&self, limit: usize) -> Vec<(String, usize, u64)> {
-        let mut all: Vec<&Group> = self.slots.iter().flatten().collect();
+    /// How many slots a walk over the keys covers (some may be empty).
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The keys seated in `slots` with the most jobs waiting, at most `limit`, in no order
+    /// (`top` sorts them): (key, waiting).
+    /// A walk over every key goes a range at a time, each under its own hold of the lane's lock,
+    /// so claims go on between the ranges (see `Lane::fair_busiest`).
+    pub fn busiest_among(&self, slots: Range<usize>, limit: usize) -> Vec<(Arc<str>, usize)> {
+        let end = slots.end.min(self.slots.len());
+        let start = slots.start.min(end);
+        if limit == 0 {
+            return Vec::new();
+        }
+        // Only the top `limit` names are copied: a walk that cloned every name would spend most
+        // of its hold of the lock on the clones' atomic counts.
+        let mut groups: Vec<&Group> = self.slots[start..end].iter().flatten().collect();
         let most = |a: &&Group, b: &&Group| {
             b.ready
                 .len()
                 .cmp(&a.ready.len())
                 .then_with(|| a.name.cmp(&b.name))
         };
-        if limit < all.len() {
-            if limit == 0 {
-                return Vec::new();
-            }
-            all.select_nth_unstable_by(limit - 1, most);
-            all.truncate(limit);
+        if limit < groups.len() {
+            groups.select_nth_unstable_by(limit - 1, most);
+            groups.truncate(limit);
         }
-        all.sort_unstable_by(most);
-        all.into_iter()
-            .map(|group| {
-                (
-                    group.name.to_string(),
-                    group.ready.len(),
-                    oldest(&group.ready),
-                )
+        groups
+            .into_iter()
+            .map(|group| (group.name.clone(), group.ready.len()))
+            .collect()
+    }
+
+    /// The lowest id waiting under `key` (None: it has none).
+    pub fn oldest_of(&self, key: &str) -> Option<u64> {
+        let slot = *self.names.get(key)?;
+        let group = self.slots[slot as usize].as_ref()?;
+        Some(oldest(&group.ready))
+    }
+
+    /// The keys with the most jobs waiting, at most `limit`: (key, waiting, oldest job id), in
+    /// one walk (tests, and small lanes).
+    pub fn busiest(&self, limit: usize) -> Vec<(String, usize, u64)> {
+        top(self.busiest_among(0..self.slots.len(), limit), limit)
+            .into_iter()
+            .map(|(name, waiting)| {
+                let oldest = self.oldest_of(&name).unwrap_or(0);
+                (name.to_string(), waiting, oldest)
             })
             .collect()
     }
@@ -285,6 +309,27 @@ impl Fair {
         self.heads.clear();
         self.len = 0;
     }
+}
+
+/// The `limit` entries with the most jobs waiting, most first, ties by name; a name twice (a walk
+/// in ranges can meet a key that moved to another slot) counts once, at its larger count.
+pub fn top(mut all: Vec<(Arc<str>, usize)>, limit: usize) -> Vec<(Arc<str>, usize)> {
+    if limit == 0 {
+        return Vec::new();
+    }
+    let most =
+        |a: &(Arc<str>, usize), b: &(Arc<str>, usize)| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0));
+    // Keep a margin past `limit` before the dedup, so a key met twice cannot push one out.
+    let keep = limit.saturating_mul(2);
+    if keep < all.len() {
+        all.select_nth_unstable_by(keep - 1, most);
+        all.truncate(keep);
+    }
+    all.sort_unstable_by(most);
+    let mut seen = std::collections::HashSet::new();
+    all.retain(|(name, _)| seen.insert(name.clone()));
+    all.truncate(limit);
+    all
 }
 
 /// The lowest id waiting: the first job of each priority, one seek per priority.

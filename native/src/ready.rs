@@ -20,6 +20,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+/// Keys per hold of the lock in a walk over a lane's fair keys (`Lane::fair_busiest`).
+const FAIR_WALK_SLOTS: usize = 4096;
+/// The pause between two ranges of such a walk.
+const FAIR_WALK_PAUSE: std::time::Duration = std::time::Duration::from_micros(20);
+
 pub use crate::order::ReadyKey;
 
 #[derive(Debug, Default)]
@@ -119,8 +124,43 @@ impl Lane {
     }
 
     /// The fair keys with the most jobs waiting: (key, waiting, oldest job id).
+    ///
+    /// The walk over the keys takes the lock a range of `FAIR_WALK_SLOTS` keys at a time, so a
+    /// listing over 100,000 keys holds the claims back for one range, not for the whole walk. The
+    /// price: it is not one instant's picture (a key served meanwhile may show a count it had a
+    /// moment before), which a view of the busiest keys can afford and a claim could not.
     pub fn fair_busiest(&self, limit: usize) -> Vec<(String, usize, u64)> {
-        self.fair.lock().unwrap().busiest(limit)
+        self.fair_busiest_by(limit, FAIR_WALK_SLOTS)
+    }
+
+    /// `fair_busiest`, walking `range` keys per hold of the lock (benches compare one hold).
+    pub fn fair_busiest_by(&self, limit: usize, range: usize) -> Vec<(String, usize, u64)> {
+        let mut found = Vec::new();
+        let mut start: usize = 0;
+        loop {
+            let end = start.saturating_add(range.max(1));
+            let (more, slots) = {
+                let fair = self.fair.lock().unwrap();
+                (
+                    fair.busiest_among(start..end, limit),
+                    end < fair.slot_count(),
+                )
+            };
+            found.extend(more);
+            found = crate::fair::top(found, limit);
+            if !slots {
+                break;
+            }
+            // std's lock is not fair: taken again at once, it would go back to this walk
+            // before the claimer it just woke could run. A pause lets the claims through.
+            std::thread::sleep(FAIR_WALK_PAUSE);
+            start = end;
+        }
+        let fair = self.fair.lock().unwrap();
+        found
+            .into_iter()
+            .filter_map(|(name, waiting)| Some((name.to_string(), waiting, fair.oldest_of(&name)?)))
+            .collect()
     }
 
     /// How many fair keys have jobs waiting.
@@ -620,6 +660,45 @@ mod tests {
         assert_eq!(ids(&claim(&lanes, 10)), vec![1]);
         lane.limit.finished(1);
         assert_eq!(ids(&claim(&lanes, 10)), vec![3]);
+    }
+
+    #[test]
+    fn the_busiest_keys_come_out_whole_from_a_walk_in_ranges() {
+        let index = ReadyIndex::new();
+        let lane = index.lane("q");
+        let keys = FAIR_WALK_SLOTS * 2 + 100; // three ranges
+        let mut id = 0;
+        for key in 0..keys {
+            let jobs = if key % 1000 == 7 { 3 + key / 1000 } else { 1 };
+            for _ in 0..jobs {
+                id += 1;
+                lane.insert_fair((0, id), &format!("k{key}"));
+            }
+        }
+        let walked = lane.fair_busiest(5);
+        assert_eq!(
+            walked,
+            lane.fair.lock().unwrap().busiest(5),
+            "as one walk finds them"
+        );
+        let names: Vec<&str> = walked.iter().map(|(name, _, _)| name.as_str()).collect();
+        assert_eq!(names, ["k8007", "k7007", "k6007", "k5007", "k4007"]);
+        assert_eq!(walked[0].1, 11);
+        assert_eq!(lane.fair_busiest(keys + 10).len(), keys);
+        assert!(lane.fair_busiest(0).is_empty());
+    }
+
+    #[test]
+    fn a_key_met_twice_in_a_walk_counts_once() {
+        let found = vec![
+            ("a".into(), 3),
+            ("b".into(), 2),
+            ("a".into(), 1),
+            ("c".into(), 1),
+        ];
+        let top = crate::fair::top(found, 2);
+        let names: Vec<(&str, usize)> = top.iter().map(|(n, w)| (&**n, *w)).collect();
+        assert_eq!(names, [("a", 3), ("b", 2)]);
     }
 
     #[test]

@@ -93,8 +93,9 @@ impl ReadyIndex {
 
     /// The queue's fair keys with the most jobs waiting, at most `limit`: (key, waiting,
     /// the oldest waiting job's id).
-    fn fair_busiest(&self, queue: &str, limit: usize) -> Vec<(String, usize, u64)> {
-        self.inner.lane(queue).fair_busiest(limit)
+    fn fair_busiest(&self, py: Python<'_>, queue: &str, limit: usize) -> Vec<(String, usize, u64)> {
+        let lane = self.inner.lane(queue);
+        py.detach(|| lane.fair_busiest(limit))
     }
 
     /// How many of the queue's fair keys have jobs waiting.
