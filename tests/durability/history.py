@@ -37,6 +37,22 @@ class History:
         with self.lock:
             self.ack_confirmed.setdefault(payload, time.monotonic())
 
+    def wait_for_more_acknowledged(self, more: int, stall: float = 60) -> None:
+        """Wait until `more` enqueues were acknowledged after this call, while they keep coming:
+        `stall` bounds a wait with no new acknowledgement, not the whole (a loaded machine is slow)."""
+        with self.lock:
+            count = len(self.acknowledged) + more
+        seen, deadline = -1, time.monotonic() + stall
+        while True:
+            with self.lock:
+                now = len(self.acknowledged)
+            if now >= count:
+                return
+            if now > seen:
+                seen, deadline = now, time.monotonic() + stall
+            assert time.monotonic() < deadline, f"no enqueue acknowledged for {stall} s ({now} in all)"
+            time.sleep(0.01)
+
     def verdict(self) -> dict[str, int]:
         lost = self.acknowledged - set(self.deliveries)
         unexpected = set(self.deliveries) - self.attempted
