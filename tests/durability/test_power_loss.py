@@ -22,6 +22,7 @@ from harness import ServerProcess
 import pyqueue
 
 CUTS = int(os.environ.get("PYQUEUE_POWER_CUTS", "20"))
+PER_CUT = 3  # enqueues acknowledged by each started server before its kill: every cut is under load
 LOSSYFS = Path(__file__).with_name("lossyfs.py")
 
 pytestmark = pytest.mark.skipif(
@@ -93,8 +94,18 @@ def crash_points(tmp_path: Path, mode: str, cuts: int, seed: int, shards: int = 
                             acknowledged[job_id] = payload
 
             producers = [threading.Thread(target=produce, args=(server.address, stop)) for _ in range(4)]
+            with lock:
+                enough = len(acknowledged) + PER_CUT
             for p in producers:
                 p.start()
+            # Waited for, not slept: on a loaded machine the first enqueues can take a fixed pause.
+            deadline = time.monotonic() + 60
+            while True:
+                with lock:
+                    if len(acknowledged) >= enough:
+                        break
+                assert time.monotonic() < deadline, "the restarted server acknowledged nothing in 60 s"
+                time.sleep(0.01)
             time.sleep(rng.uniform(0.1, 0.5))  # a random moment under load
             server.kill()
             stop.set()
