@@ -220,6 +220,14 @@ def _kill_between_answer_and_delete(relay: "subprocess.Popen[str]", db: Path, cl
         lock.close()
 
 
+def _relaying(client: pyqueue.Client, timeout: float = 60) -> None:
+    """Wait until the server takes a job it did not hold: the relay just started is sending."""
+    held, deadline = client.count_jobs(queue="outbox"), time.monotonic() + timeout
+    while client.count_jobs(queue="outbox") <= held:
+        assert time.monotonic() < deadline, f"the relay sent nothing in {timeout} s"
+        time.sleep(0.01)
+
+
 def _drained(engine: Any, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     with Session(engine) as session:
@@ -247,6 +255,7 @@ def test_a_relay_killed_20_times_under_load_enqueues_each_committed_job_once(tmp
     try:
         with pyqueue.Client(server.address) as client:
             for cycle in range(20):
+                _relaying(client)  # a relay started under load may take seconds to begin
                 time.sleep(rng.uniform(0.05, 0.4))  # a random point in the relay's steps
                 if cycle % 2 and _kill_between_answer_and_delete(relay, db, client):
                     in_the_window += 1  # the rows it sent are still in the table: sent again
